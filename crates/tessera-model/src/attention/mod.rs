@@ -1,0 +1,184 @@
+//! Paged attention on the CPU: each query walks its sequence's block table,
+//! scoring all query heads of a GQA group against one K tile (a block's
+//! `block_size × head_dim` keys of one KV head) at a time, with an online
+//! softmax (running max and sum per head, rescaled once per tile).
+//!
+//! Long contexts with few queries (decode) are split into partitions of
+//! [`PARTITION_TOKENS`] keys processed in parallel, then merged by
+//! log-sum-exp (the flash-decoding split-K idea), so two cores stay busy even
+//! for one sequence. Cost: O(queries × context × heads × head_dim); memory
+//! traffic is one pass over the K/V rows per (query, KV head, partition).
+
+use crate::kv_cache::{KvLayout, LayerKv};
+use crate::parallel::for_each_chunk_mut;
+use crate::simd;
+use tessera_kv::BlockId;
+
+/// Keys per partition when a context is split.
+pub const PARTITION_TOKENS: usize = 256;
+
+/// One sequence's queries in a ragged batch.
+#[derive(Debug, Clone, Copy)]
+pub struct AttentionSeq<'a> {
+    /// Index of the sequence's first query row in the batch.
+    pub first_row: usize,
+    /// Number of query rows (prefill chunk length, or 1 for decode).
+    pub num_queries: usize,
+    /// Absolute position of the first query; query `i` sees keys `0..=first_pos + i`.
+    pub first_pos: usize,
+    /// The sequence's block table (must cover `first_pos + num_queries` tokens).
+    pub blocks: &'a [BlockId],
+}
+
+/// Head counts and scale for one attention call.
+#[derive(Debug, Clone, Copy)]
+pub struct AttentionShape {
+    /// Query heads.
+    pub num_heads: usize,
+    /// Softmax scale, usually `1 / sqrt(head_dim)`.
+    pub scale: f32,
+}
+
+/// One unit of parallel work: a query row, a KV head and a key range.
+#[derive(Debug, Clone, Copy)]
+struct WorkItem {
+    seq: usize,
+    row: usize,
+    kv_head: usize,
+    keys: (usize, usize),
+}
+
+/// Attention for every query row of `seqs`: `q` and `out` are `[rows, num_heads, head_dim]`.
+pub fn paged_attention(
+    shape: AttentionShape,
+    layout: KvLayout,
+    seqs: &[AttentionSeq<'_>],
+    q: &[f32],
+    kv: &LayerKv,
+    out: &mut [f32],
+) {
+    let group = shape.num_heads / layout.num_kv_heads;
+    let dim = layout.head_dim;
+    let items = plan_work(seqs, layout.num_kv_heads);
+    // Per item and per head of its group: running max, running sum, accumulator.
+    let partial_len = group * (dim + 2);
+    let mut partials = vec![0f32; items.len() * partial_len];
+    for_each_chunk_mut(&mut partials, partial_len, |index, partial| {
+        let item = items[index];
+        let row_q = &q[item.row * shape.num_heads * dim..][..shape.num_heads * dim];
+        let heads_q = &row_q[item.kv_head * group * dim..][..group * dim];
+        attend_range(shape.scale, layout, seqs[item.seq].blocks, item, heads_q, kv, partial);
+    });
+    merge_partials(&items, &partials, group, dim, shape.num_heads, out);
+}
+
+/// Split the work: one item per (row, KV head), with contexts partitioned when
+/// there are too few items to keep the cores busy.
+fn plan_work(seqs: &[AttentionSeq<'_>], num_kv_heads: usize) -> Vec<WorkItem> {
+    let rows: usize = seqs.iter().map(|s| s.num_queries).sum();
+    let threads = candle_core::utils::get_num_threads().max(1);
+    let split = rows * num_kv_heads < 4 * threads;
+    let mut items = Vec::new();
+    for (seq_index, seq) in seqs.iter().enumerate() {
+        for i in 0..seq.num_queries {
+            let context = seq.first_pos + i + 1;
+            let part = if split { PARTITION_TOKENS } else { context };
+            for kv_head in 0..num_kv_heads {
+                let mut start = 0;
+                while start < context {
+                    let end = (start + part).min(context);
+                    items.push(WorkItem {
+                        seq: seq_index,
+                        row: seq.first_row + i,
+                        kv_head,
+                        keys: (start, end),
+                    });
+                    start = end;
+                }
+            }
+        }
+    }
+    items
+}
+
+/// Online softmax over keys `item.keys` for the `group` query heads in `heads_q`.
+/// Writes `[max, sum, acc[dim]]` per head into `partial`.
+fn attend_range(
+    scale: f32,
+    layout: KvLayout,
+    blocks: &[BlockId],
+    item: WorkItem,
+    heads_q: &[f32],
+    kv: &LayerKv,
+    partial: &mut [f32],
+) {
+    let dim = layout.head_dim;
+    let bs = layout.block_size;
+    let group = heads_q.len() / dim;
+    for state in partial.chunks_exact_mut(dim + 2) {
+        state[0] = f32::NEG_INFINITY;
+    }
+    let mut scores = [0f32; 64];
+    let (mut key, end) = item.keys;
+    while key < end {
+        let block = blocks[key / bs];
+        let first_slot = key % bs;
+        let slots = (bs - first_slot).min(end - key).min(scores.len());
+        let tile = layout.tile_offset(block, item.kv_head) + first_slot * dim;
+        let k_tile = &kv.keys[tile..tile + slots * dim];
+        let v_tile = &kv.values[tile..tile + slots * dim];
+        for (g, state) in partial.chunks_exact_mut(dim + 2).enumerate() {
+            let q_head = &heads_q[g * dim..(g + 1) * dim];
+            let mut tile_max = f32::NEG_INFINITY;
+            for (s, k_row) in k_tile.chunks_exact(dim).enumerate() {
+                scores[s] = simd::dot(q_head, k_row) * scale;
+                tile_max = tile_max.max(scores[s]);
+            }
+            let (head, acc) = state.split_at_mut(2);
+            let new_max = head[0].max(tile_max);
+            let rescale = (head[0] - new_max).exp();
+            if rescale != 1.0 {
+                head[1] *= rescale;
+                simd::scale(acc, rescale);
+            }
+            head[0] = new_max;
+            for (s, v_row) in v_tile.chunks_exact(dim).enumerate() {
+                let p = (scores[s] - new_max).exp();
+                head[1] += p;
+                simd::axpy(acc, p, v_row);
+            }
+        }
+        key += slots;
+    }
+    debug_assert!(group * (dim + 2) == partial.len());
+}
+
+/// Combine the partitions of each (row, KV head) by log-sum-exp and normalize.
+fn merge_partials(items: &[WorkItem], partials: &[f32], group: usize, dim: usize, num_heads: usize, out: &mut [f32]) {
+    let partial_len = group * (dim + 2);
+    let mut start = 0;
+    while start < items.len() {
+        let (row, kv_head) = (items[start].row, items[start].kv_head);
+        let mut end = start + 1;
+        while end < items.len() && items[end].row == row && items[end].kv_head == kv_head {
+            end += 1;
+        }
+        for g in 0..group {
+            let state = |i: usize| &partials[i * partial_len + g * (dim + 2)..][..dim + 2];
+            let max = (start..end).map(|i| state(i)[0]).fold(f32::NEG_INFINITY, f32::max);
+            let dst = &mut out[(row * num_heads + kv_head * group + g) * dim..][..dim];
+            dst.fill(0.0);
+            let mut sum = 0.0;
+            for i in start..end {
+                let weight = (state(i)[0] - max).exp();
+                sum += state(i)[1] * weight;
+                simd::axpy(dst, weight, &state(i)[2..]);
+            }
+            simd::scale(dst, 1.0 / sum);
+        }
+        start = end;
+    }
+}
+
+#[cfg(test)]
+mod tests;

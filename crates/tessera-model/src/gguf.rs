@@ -1,0 +1,196 @@
+//! GGUF loading: metadata → [`ModelConfig`], `tokenizer.ggml.*` → [`Tokenizer`],
+//! `tokenizer.chat_template` → [`ChatTemplate`], tensors → [`Model`].
+//! Every quant type candle reads is accepted; Q4_1 matrices are repacked to Q8_0
+//! at load by default (candle's Q4_1 dot product is scalar, Q8_0's is SIMD).
+
+use crate::config::{Architecture, ModelConfig};
+use crate::tokenizer::{GgufVocab, Tokenizer};
+use crate::weights::{build_model, TensorSource, WeightNames};
+use crate::{LoadOptions, LoadedModel, ModelError, Result};
+use candle_core::quantized::gguf_file::{Content, Value};
+use candle_core::quantized::{GgmlDType, QMatMul, QTensor};
+use candle_core::{Device, Tensor};
+use std::fs::File;
+use std::io::BufReader;
+use std::path::{Path, PathBuf};
+
+/// An open GGUF file: parsed header plus a reader for tensor data.
+pub struct GgufSource {
+    path: PathBuf,
+    content: Content,
+    reader: BufReader<File>,
+    repack_q4_1: bool,
+}
+
+impl GgufSource {
+    /// Open and parse the header of `path`.
+    pub fn open(path: &Path) -> Result<Self> {
+        let file = File::open(path).map_err(|e| ModelError::io(path, e))?;
+        let mut reader = BufReader::new(file);
+        let content = Content::read(&mut reader).map_err(|e| ModelError::Corrupt {
+            path: path.to_path_buf(),
+            format: "GGUF",
+            reason: e.to_string(),
+        })?;
+        Ok(Self {
+            path: path.to_path_buf(),
+            content,
+            reader,
+            repack_q4_1: true,
+        })
+    }
+
+    /// A metadata value.
+    pub fn metadata(&self, key: &str) -> Option<&Value> {
+        self.content.metadata.get(key)
+    }
+
+    fn required(&self, key: &str) -> Result<&Value> {
+        self.metadata(key).ok_or_else(|| ModelError::missing("metadata key", key))
+    }
+
+    fn usize_of(&self, key: &str) -> Result<usize> {
+        let value = self.required(key)?;
+        value
+            .to_u64()
+            .map(|v| v as usize)
+            .or_else(|_| value.to_u32().map(|v| v as usize))
+            .or_else(|_| value.to_i32().map(|v| v.max(0) as usize))
+            .map_err(|_| ModelError::InvalidConfig(format!("metadata `{key}` is not an integer")))
+    }
+
+    fn f32_of(&self, key: &str) -> Result<f32> {
+        let value = self.required(key)?;
+        value
+            .to_f32()
+            .or_else(|_| value.to_f64().map(|v| v as f32))
+            .map_err(|_| ModelError::InvalidConfig(format!("metadata `{key}` is not a float")))
+    }
+
+    fn string_of(&self, key: &str) -> Option<String> {
+        self.metadata(key).and_then(|v| v.to_string().ok()).cloned()
+    }
+
+    fn strings_of(&self, key: &str) -> Result<Vec<String>> {
+        let values = self.required(key)?.to_vec().map_err(|_| ModelError::InvalidConfig(format!("`{key}` is not an array")))?;
+        values
+            .iter()
+            .map(|v| v.to_string().cloned().map_err(|_| ModelError::InvalidConfig(format!("`{key}` holds a non-string"))))
+            .collect()
+    }
+
+    /// The runtime configuration from `{arch}.*` metadata.
+    pub fn config(&self) -> Result<ModelConfig> {
+        let arch_name = self.string_of("general.architecture").ok_or_else(|| ModelError::missing("metadata key", "general.architecture"))?;
+        let architecture = Architecture::parse(&arch_name)?;
+        let key = |suffix: &str| format!("{arch_name}.{suffix}");
+        let num_heads = self.usize_of(&key("attention.head_count"))?;
+        let hidden_size = self.usize_of(&key("embedding_length"))?;
+        let vocab_size = match self.content.tensor_infos.get("token_embd.weight") {
+            Some(info) => info.shape.dims().first().copied().unwrap_or(0),
+            None => return Err(ModelError::missing("tensor", "token_embd.weight")),
+        };
+        let config = ModelConfig {
+            architecture,
+            vocab_size,
+            hidden_size,
+            intermediate_size: self.usize_of(&key("feed_forward_length"))?,
+            num_layers: self.usize_of(&key("block_count"))?,
+            num_heads,
+            num_kv_heads: self.usize_of(&key("attention.head_count_kv")).unwrap_or(num_heads),
+            head_dim: self
+                .usize_of(&key("rope.dimension_count"))
+                .unwrap_or(hidden_size / num_heads.max(1)),
+            rms_norm_eps: self.f32_of(&key("attention.layer_norm_rms_epsilon"))?,
+            rope_theta: self.f32_of(&key("rope.freq_base")).unwrap_or(10_000.0),
+            rope_neox: architecture == Architecture::Qwen2,
+            max_context: self.usize_of(&key("context_length")).unwrap_or(4096),
+        };
+        config.validate()?;
+        Ok(config)
+    }
+
+    /// The tokenizer described by `tokenizer.ggml.*`.
+    pub fn tokenizer(&self) -> Result<Tokenizer> {
+        let token_types = match self.metadata("tokenizer.ggml.token_type") {
+            Some(value) => value
+                .to_vec()
+                .map_err(|_| ModelError::InvalidConfig("`tokenizer.ggml.token_type` is not an array".into()))?
+                .iter()
+                .map(|v| v.to_i32().unwrap_or(1))
+                .collect(),
+            None => Vec::new(),
+        };
+        let vocab = GgufVocab {
+            model: self.string_of("tokenizer.ggml.model").ok_or_else(|| ModelError::missing("metadata key", "tokenizer.ggml.model"))?,
+            pre: self.string_of("tokenizer.ggml.pre"),
+            tokens: self.strings_of("tokenizer.ggml.tokens")?,
+            merges: self.strings_of("tokenizer.ggml.merges").unwrap_or_default(),
+            token_types,
+        };
+        let mut tokenizer = Tokenizer::from_gguf_vocab(&vocab)?;
+        let id = |key: &str| self.usize_of(key).ok().map(|v| v as u32);
+        tokenizer.set_special_tokens(id("tokenizer.ggml.bos_token_id"), id("tokenizer.ggml.eos_token_id"));
+        Ok(tokenizer)
+    }
+
+    /// The Jinja chat template, if the file carries one.
+    pub fn chat_template_source(&self) -> Option<String> {
+        self.string_of("tokenizer.chat_template")
+    }
+}
+
+impl TensorSource for GgufSource {
+    fn has(&self, name: &str) -> bool {
+        self.content.tensor_infos.contains_key(name)
+    }
+
+    fn shape(&self, name: &str) -> Result<Vec<usize>> {
+        self.content
+            .tensor_infos
+            .get(name)
+            .map(|info| info.shape.dims().to_vec())
+            .ok_or_else(|| ModelError::missing("tensor", name))
+    }
+
+    fn qtensor(&mut self, name: &str) -> Result<QTensor> {
+        if !self.has(name) {
+            return Err(ModelError::missing("tensor", name));
+        }
+        self.content
+            .tensor(&mut self.reader, name, &Device::Cpu)
+            .map_err(|e| ModelError::Corrupt {
+                path: self.path.clone(),
+                format: "GGUF",
+                reason: format!("tensor `{name}`: {e}"),
+            })
+    }
+
+    fn matrix(&mut self, name: &str) -> Result<QMatMul> {
+        let tensor = self.qtensor(name)?;
+        let tensor = if self.repack_q4_1 && tensor.dtype() == GgmlDType::Q4_1 {
+            QTensor::quantize(&tensor.dequantize(&Device::Cpu)?, GgmlDType::Q8_0)?
+        } else {
+            tensor
+        };
+        Ok(QMatMul::from_qtensor(tensor)?)
+    }
+
+    fn dense(&mut self, name: &str) -> Result<Tensor> {
+        Ok(self.qtensor(name)?.dequantize(&Device::Cpu)?)
+    }
+}
+
+/// Load everything from one GGUF file.
+pub fn load_gguf(path: &Path, options: &LoadOptions) -> Result<LoadedModel> {
+    let mut source = GgufSource::open(path)?;
+    source.repack_q4_1 = options.repack_q4_1;
+    let config = source.config()?;
+    let tokenizer = match &options.tokenizer {
+        Some(file) => Tokenizer::from_file(file)?,
+        None => source.tokenizer()?,
+    };
+    let template = source.chat_template_source();
+    let model = build_model(config, &mut source, &WeightNames::gguf())?;
+    LoadedModel::assemble(model, tokenizer, template)
+}

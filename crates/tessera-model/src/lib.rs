@@ -1,0 +1,92 @@
+//! Tessera's model runtime: loading GGUF and safetensors checkpoints, the
+//! tokenizer and chat template, and a Llama-family forward pass over a ragged
+//! batch whose attention reads K/V through paged block tables.
+//!
+//! Only this crate touches `candle` tensors; the KV bookkeeping it relies on
+//! (`tessera_kv`) is pure. The attention, RoPE, norm and cache-write kernels are
+//! our own code on flat `f32` buffers; candle supplies the quantized matmuls.
+#![deny(missing_docs)]
+
+pub mod attention;
+mod batch;
+mod config;
+mod error;
+mod gguf;
+mod kv_cache;
+mod layers;
+mod model;
+mod parallel;
+mod rope;
+mod safetensors;
+mod sequence;
+pub mod simd;
+mod source;
+mod template;
+mod tokenizer;
+mod weights;
+
+pub use batch::{Logits, LogitsFor, SeqInput};
+pub use config::{Architecture, ModelConfig};
+pub use error::{ModelError, Result};
+pub use gguf::GgufSource;
+pub use kv_cache::{KvCache, KvLayout, LayerKv};
+pub use model::Model;
+pub use safetensors::HfDir;
+pub use sequence::{Runtime, Sequence};
+pub use source::{hf_hub_cache_dir, load_spec, resolve_offline, ModelLocation, ResolveError};
+pub use template::{ChatMessage, ChatTemplate, CHATML_TEMPLATE};
+pub use tokenizer::{GgufVocab, TextStream, Tokenizer};
+
+use std::path::PathBuf;
+
+/// How to load a model.
+#[derive(Debug, Clone)]
+pub struct LoadOptions {
+    /// Repack Q4_1 matrices to Q8_0 at load (same text, ~4× faster on CPU).
+    pub repack_q4_1: bool,
+    /// Use this `tokenizer.json` instead of the one the model carries.
+    pub tokenizer: Option<PathBuf>,
+}
+
+impl Default for LoadOptions {
+    fn default() -> Self {
+        Self {
+            repack_q4_1: true,
+            tokenizer: None,
+        }
+    }
+}
+
+/// A model with its tokenizer and chat template.
+#[derive(Debug)]
+pub struct LoadedModel {
+    /// The decoder.
+    pub model: Model,
+    /// Its tokenizer.
+    pub tokenizer: Tokenizer,
+    /// Its chat template (ChatML when the model ships none).
+    pub template: ChatTemplate,
+}
+
+impl LoadedModel {
+    /// Load the model at `location`.
+    pub fn load(location: &ModelLocation, options: &LoadOptions) -> Result<Self> {
+        match location {
+            ModelLocation::Gguf(path) => gguf::load_gguf(path, options),
+            ModelLocation::HfDir(dir) => safetensors::load_safetensors_dir(dir, options),
+        }
+    }
+
+    pub(crate) fn assemble(model: Model, tokenizer: Tokenizer, template: Option<String>) -> Result<Self> {
+        let template = ChatTemplate::new(
+            template.as_deref().unwrap_or(CHATML_TEMPLATE),
+            tokenizer.bos_token(),
+            tokenizer.eos_token(),
+        )?;
+        Ok(Self {
+            model,
+            tokenizer,
+            template,
+        })
+    }
+}

@@ -1,0 +1,169 @@
+//! The Llama-family decoder (Touvron et al. 2023): token embedding, a stack of
+//! pre-norm blocks (attention with RoPE and GQA over the paged KV cache, then a
+//! SwiGLU MLP), a final RMSNorm and the LM head — computed only for the rows
+//! that need logits. One struct per block, weight names as in the checkpoint.
+
+use crate::attention::{paged_attention, AttentionShape};
+use crate::batch::{BatchPlan, Logits, SeqInput};
+use crate::kv_cache::KvCache;
+use crate::layers::{add_in_place, swiglu_in_place, Linear, RmsNorm};
+use crate::rope::{Rope, RopeAngles};
+use crate::{ModelConfig, ModelError, Result};
+
+/// One transformer block.
+#[derive(Debug)]
+pub struct Block {
+    /// `attn_norm` / `input_layernorm`.
+    pub attn_norm: RmsNorm,
+    /// `attn_q` / `q_proj`.
+    pub q_proj: Linear,
+    /// `attn_k` / `k_proj`.
+    pub k_proj: Linear,
+    /// `attn_v` / `v_proj`.
+    pub v_proj: Linear,
+    /// `attn_output` / `o_proj`.
+    pub o_proj: Linear,
+    /// `ffn_norm` / `post_attention_layernorm`.
+    pub ffn_norm: RmsNorm,
+    /// `ffn_gate` / `gate_proj`.
+    pub gate_proj: Linear,
+    /// `ffn_up` / `up_proj`.
+    pub up_proj: Linear,
+    /// `ffn_down` / `down_proj`.
+    pub down_proj: Linear,
+}
+
+/// What a block's forward needs besides its input.
+struct BlockContext<'p, 'a> {
+    config: &'p ModelConfig,
+    plan: &'p BatchPlan<'a>,
+    rope: &'p Rope,
+    angles: &'p RopeAngles,
+}
+
+impl Block {
+    fn forward(&self, layer: usize, x: &mut [f32], ctx: &BlockContext<'_, '_>, kv: &mut KvCache) -> Result<()> {
+        let rows = ctx.plan.tokens.len();
+        let attn = self.attention(layer, &self.attn_norm.forward(x), ctx, kv)?;
+        add_in_place(x, &self.o_proj.forward(&attn, rows)?);
+        let h = self.ffn_norm.forward(x);
+        let mut gate = self.gate_proj.forward(&h, rows)?;
+        swiglu_in_place(&mut gate, &self.up_proj.forward(&h, rows)?);
+        add_in_place(x, &self.down_proj.forward(&gate, rows)?);
+        Ok(())
+    }
+
+    /// Project to q/k/v, rotate, store k/v in the cache, attend through the block tables.
+    fn attention(&self, layer: usize, h: &[f32], ctx: &BlockContext<'_, '_>, kv: &mut KvCache) -> Result<Vec<f32>> {
+        let c = ctx.config;
+        let rows = ctx.plan.tokens.len();
+        let mut q = self.q_proj.forward(h, rows)?;
+        let mut k = self.k_proj.forward(h, rows)?;
+        let v = self.v_proj.forward(h, rows)?;
+        ctx.rope.apply(&mut q, ctx.angles, c.num_heads);
+        ctx.rope.apply(&mut k, ctx.angles, c.num_kv_heads);
+        let kv_width = c.num_kv_heads * c.head_dim;
+        for (row, &slot) in ctx.plan.slots.iter().enumerate() {
+            let span = row * kv_width..(row + 1) * kv_width;
+            kv.write(layer, slot, &k[span.clone()], &v[span]);
+        }
+        let mut out = vec![0f32; rows * c.num_heads * c.head_dim];
+        let shape = AttentionShape {
+            num_heads: c.num_heads,
+            scale: 1.0 / (c.head_dim as f32).sqrt(),
+        };
+        paged_attention(shape, kv.layout(), &ctx.plan.attention, &q, kv.layer(layer), &mut out);
+        Ok(out)
+    }
+}
+
+/// A loaded decoder.
+#[derive(Debug)]
+pub struct Model {
+    config: ModelConfig,
+    /// `token_embd` / `embed_tokens`, dequantized, `[vocab, hidden]`.
+    embedding: Vec<f32>,
+    blocks: Vec<Block>,
+    /// `output_norm` / `norm`.
+    norm: RmsNorm,
+    /// `output` / `lm_head` (the embedding when tied).
+    lm_head: Linear,
+    rope: Rope,
+}
+
+impl Model {
+    /// Assemble a model from loaded parts.
+    pub fn new(config: ModelConfig, embedding: Vec<f32>, blocks: Vec<Block>, norm: RmsNorm, lm_head: Linear) -> Result<Self> {
+        config.validate()?;
+        if embedding.len() != config.vocab_size * config.hidden_size || blocks.len() != config.num_layers {
+            return Err(ModelError::InvalidConfig(format!(
+                "embedding has {} values for vocab {} × hidden {}, and {} blocks for {} layers",
+                embedding.len(),
+                config.vocab_size,
+                config.hidden_size,
+                blocks.len(),
+                config.num_layers
+            )));
+        }
+        let rope = Rope::new(config.head_dim, config.rope_theta, config.rope_neox);
+        Ok(Self {
+            config,
+            embedding,
+            blocks,
+            norm,
+            lm_head,
+            rope,
+        })
+    }
+
+    /// The model's shape.
+    pub fn config(&self) -> &ModelConfig {
+        &self.config
+    }
+
+    /// Run one ragged batch: writes every token's K/V into `kv` and returns the
+    /// logits of the rows each sequence asked for.
+    pub fn forward(&self, batch: &[SeqInput<'_>], kv: &mut KvCache) -> Result<Logits> {
+        let plan = BatchPlan::new(batch, kv.layout(), &self.config)?;
+        let _span = tracing::debug_span!("forward", rows = plan.tokens.len(), seqs = batch.len()).entered();
+        let mut x = self.embed(&plan.tokens);
+        let angles = self.rope.angles(&plan.positions);
+        let ctx = BlockContext {
+            config: &self.config,
+            plan: &plan,
+            rope: &self.rope,
+            angles: &angles,
+        };
+        for (layer, block) in self.blocks.iter().enumerate() {
+            let _span = tracing::trace_span!("block", layer).entered();
+            block.forward(layer, &mut x, &ctx, kv)?;
+        }
+        self.logits(&x, &plan)
+    }
+
+    fn embed(&self, tokens: &[u32]) -> Vec<f32> {
+        let width = self.config.hidden_size;
+        let mut x = Vec::with_capacity(tokens.len() * width);
+        for &token in tokens {
+            let start = token as usize * width;
+            x.extend_from_slice(&self.embedding[start..start + width]);
+        }
+        x
+    }
+
+    /// Final norm and LM head for the logit rows only.
+    fn logits(&self, x: &[f32], plan: &BatchPlan<'_>) -> Result<Logits> {
+        let width = self.config.hidden_size;
+        let mut picked = Vec::with_capacity(plan.logit_rows.len() * width);
+        for &(row, _) in &plan.logit_rows {
+            picked.extend_from_slice(&x[row * width..(row + 1) * width]);
+        }
+        let seq_of_row = plan.logit_rows.iter().map(|&(_, seq)| seq).collect();
+        if plan.logit_rows.is_empty() {
+            return Ok(Logits::new(Vec::new(), self.config.vocab_size, seq_of_row));
+        }
+        let _span = tracing::trace_span!("lm_head", rows = plan.logit_rows.len()).entered();
+        let values = self.lm_head.forward(&self.norm.forward(&picked), plan.logit_rows.len())?;
+        Ok(Logits::new(values, self.config.vocab_size, seq_of_row))
+    }
+}

@@ -1,0 +1,102 @@
+//! One sequence's run over the paged cache, for callers that drive a single
+//! stream (the `generate` command, tests, benches): it grows its block table as
+//! tokens arrive, feeds prompts in chunks, and returns its blocks on release.
+//! The continuous-batching engine drives many of these through one
+//! [`Model::forward`](crate::Model::forward) per step instead.
+
+use crate::{KvCache, Logits, LogitsFor, Model, ModelError, Result, SeqInput};
+use tessera_kv::{BlockPool, BlockTable};
+
+/// A token stream whose K/V lives in the paged cache.
+#[derive(Debug, Default)]
+pub struct Sequence {
+    table: BlockTable,
+    /// Tokens whose K/V has been computed.
+    len: usize,
+}
+
+impl Sequence {
+    /// An empty sequence holding no blocks.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Tokens already processed.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether no token has been processed.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// The block table (for tests that inspect or perturb it).
+    pub fn table(&self) -> &BlockTable {
+        &self.table
+    }
+
+    /// Run `tokens` in chunks of at most `chunk` tokens; logits per `want` for the
+    /// final chunk's rows (`All` returns every row of every chunk).
+    pub fn feed(&mut self, runtime: Runtime<'_>, tokens: &[u32], chunk: usize, want: LogitsFor) -> Result<Logits> {
+        let chunk = chunk.max(1);
+        let limit = runtime.model.config().max_context;
+        if self.len + tokens.len() > limit {
+            return Err(ModelError::OverLimit {
+                field: "context tokens",
+                value: self.len + tokens.len(),
+                limit,
+            });
+        }
+        let mut collected: Option<Logits> = None;
+        let pieces: Vec<&[u32]> = tokens.chunks(chunk).collect();
+        for (index, piece) in pieces.iter().enumerate() {
+            let last = index + 1 == pieces.len();
+            let logits_for = match want {
+                LogitsFor::All => LogitsFor::All,
+                other if last => other,
+                _ => LogitsFor::None,
+            };
+            if !self.table.grow(runtime.pool, self.len + piece.len()) {
+                return Err(ModelError::OverLimit {
+                    field: "KV cache tokens",
+                    value: self.len + piece.len(),
+                    limit: self.table.num_tokens() + runtime.pool.num_free() * runtime.pool.block_size(),
+                });
+            }
+            let input = SeqInput {
+                tokens: piece,
+                start_pos: self.len,
+                blocks: self.table.blocks(),
+                logits: logits_for,
+            };
+            let logits = runtime.model.forward(&[input], runtime.kv)?;
+            self.len += piece.len();
+            collected = Some(match collected {
+                Some(previous) => previous.concat(logits),
+                None => logits,
+            });
+        }
+        collected.ok_or_else(|| ModelError::InvalidBatch("no tokens to feed".into()))
+    }
+
+    /// Return every block to the pool.
+    pub fn release(&mut self, pool: &mut BlockPool) {
+        // The table only holds blocks it took from this pool; an error here is a bug.
+        if let Err(error) = self.table.release(pool) {
+            tracing::error!(%error, "releasing a sequence's blocks");
+        }
+        self.len = 0;
+    }
+}
+
+/// The shared state a sequence runs against.
+#[derive(Debug)]
+pub struct Runtime<'a> {
+    /// The model.
+    pub model: &'a Model,
+    /// The block pool.
+    pub pool: &'a mut BlockPool,
+    /// The K/V storage matching the pool.
+    pub kv: &'a mut KvCache,
+}

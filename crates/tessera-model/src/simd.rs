@@ -1,0 +1,165 @@
+//! Vector primitives for the CPU kernels, with AVX2+FMA paths chosen at run
+//! time and a portable fallback. [`force_portable`] switches every call to the
+//! fallback so tests can check both paths give the same answers.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+
+static PORTABLE_ONLY: AtomicBool = AtomicBool::new(false);
+
+/// Force (or stop forcing) the portable path, for tests and comparisons.
+pub fn force_portable(on: bool) {
+    PORTABLE_ONLY.store(on, Ordering::Relaxed);
+}
+
+/// Name of the path in use: `"avx2"` or `"portable"`.
+pub fn active_path() -> &'static str {
+    if use_avx2() {
+        "avx2"
+    } else {
+        "portable"
+    }
+}
+
+#[inline]
+fn use_avx2() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        !PORTABLE_ONLY.load(Ordering::Relaxed)
+            && std::arch::is_x86_feature_detected!("avx2")
+            && std::arch::is_x86_feature_detected!("fma")
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        false
+    }
+}
+
+/// Dot product of two equal-length slices.
+#[inline]
+pub fn dot(a: &[f32], b: &[f32]) -> f32 {
+    debug_assert_eq!(a.len(), b.len());
+    #[cfg(target_arch = "x86_64")]
+    if use_avx2() {
+        // SAFETY: the CPU supports AVX2 and FMA (checked above).
+        return unsafe { avx2::dot(a, b) };
+    }
+    portable::dot(a, b)
+}
+
+/// `y += alpha * x` over equal-length slices.
+#[inline]
+pub fn axpy(y: &mut [f32], alpha: f32, x: &[f32]) {
+    debug_assert_eq!(y.len(), x.len());
+    #[cfg(target_arch = "x86_64")]
+    if use_avx2() {
+        // SAFETY: the CPU supports AVX2 and FMA (checked above).
+        return unsafe { avx2::axpy(y, alpha, x) };
+    }
+    portable::axpy(y, alpha, x)
+}
+
+/// `y *= alpha`.
+#[inline]
+pub fn scale(y: &mut [f32], alpha: f32) {
+    for value in y {
+        *value *= alpha;
+    }
+}
+
+mod portable {
+    /// Eight independent accumulators so the compiler can vectorize without reassociating.
+    pub fn dot(a: &[f32], b: &[f32]) -> f32 {
+        let mut acc = [0f32; 8];
+        let chunks = a.len() / 8 * 8;
+        for (ca, cb) in a[..chunks].chunks_exact(8).zip(b[..chunks].chunks_exact(8)) {
+            for lane in 0..8 {
+                acc[lane] += ca[lane] * cb[lane];
+            }
+        }
+        let tail: f32 = a[chunks..].iter().zip(&b[chunks..]).map(|(x, y)| x * y).sum();
+        acc.iter().sum::<f32>() + tail
+    }
+
+    pub fn axpy(y: &mut [f32], alpha: f32, x: &[f32]) {
+        for (yv, xv) in y.iter_mut().zip(x) {
+            *yv += alpha * xv;
+        }
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+mod avx2 {
+    use std::arch::x86_64::*;
+
+    #[target_feature(enable = "avx2,fma")]
+    pub unsafe fn dot(a: &[f32], b: &[f32]) -> f32 {
+        let n = a.len().min(b.len());
+        let (pa, pb) = (a.as_ptr(), b.as_ptr());
+        let mut acc0 = _mm256_setzero_ps();
+        let mut acc1 = _mm256_setzero_ps();
+        let mut i = 0;
+        while i + 16 <= n {
+            acc0 = _mm256_fmadd_ps(_mm256_loadu_ps(pa.add(i)), _mm256_loadu_ps(pb.add(i)), acc0);
+            acc1 = _mm256_fmadd_ps(_mm256_loadu_ps(pa.add(i + 8)), _mm256_loadu_ps(pb.add(i + 8)), acc1);
+            i += 16;
+        }
+        if i + 8 <= n {
+            acc0 = _mm256_fmadd_ps(_mm256_loadu_ps(pa.add(i)), _mm256_loadu_ps(pb.add(i)), acc0);
+            i += 8;
+        }
+        let mut sum = horizontal_sum(_mm256_add_ps(acc0, acc1));
+        while i < n {
+            sum += *pa.add(i) * *pb.add(i);
+            i += 1;
+        }
+        sum
+    }
+
+    #[target_feature(enable = "avx2,fma")]
+    pub unsafe fn axpy(y: &mut [f32], alpha: f32, x: &[f32]) {
+        let n = y.len().min(x.len());
+        let (py, px) = (y.as_mut_ptr(), x.as_ptr());
+        let va = _mm256_set1_ps(alpha);
+        let mut i = 0;
+        while i + 8 <= n {
+            let v = _mm256_fmadd_ps(va, _mm256_loadu_ps(px.add(i)), _mm256_loadu_ps(py.add(i)));
+            _mm256_storeu_ps(py.add(i), v);
+            i += 8;
+        }
+        while i < n {
+            *py.add(i) += alpha * *px.add(i);
+            i += 1;
+        }
+    }
+
+    #[target_feature(enable = "avx2,fma")]
+    unsafe fn horizontal_sum(v: __m256) -> f32 {
+        let hi = _mm256_extractf128_ps(v, 1);
+        let lo = _mm256_castps256_ps128(v);
+        let s = _mm_add_ps(hi, lo);
+        let s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+        let s = _mm_add_ss(s, _mm_shuffle_ps(s, s, 1));
+        _mm_cvtss_f32(s)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn simd_and_portable_agree_on_odd_lengths() {
+        for n in [1usize, 7, 8, 15, 16, 17, 64, 67] {
+            let a: Vec<f32> = (0..n).map(|i| (i as f32 * 0.37).sin()).collect();
+            let b: Vec<f32> = (0..n).map(|i| (i as f32 * 0.11).cos()).collect();
+            let fast = dot(&a, &b);
+            let slow = portable::dot(&a, &b);
+            assert!((fast - slow).abs() < 1e-4, "n={n}: {fast} vs {slow}");
+            let mut y1 = b.clone();
+            let mut y2 = b.clone();
+            axpy(&mut y1, 0.5, &a);
+            portable::axpy(&mut y2, 0.5, &a);
+            assert!(y1.iter().zip(&y2).all(|(x, y)| (x - y).abs() < 1e-6));
+        }
+    }
+}

@@ -1,0 +1,104 @@
+//! Resolving a `--model` argument to files on disk, offline: a `.gguf` file, an
+//! HF checkpoint directory, or an `org/name` id looked up in the local Hugging
+//! Face hub cache (`$HF_HOME/hub`, default `~/.cache/huggingface/hub`). Nothing
+//! here touches the network; downloading is the binary's opt-in job.
+
+use crate::{ModelError, Result};
+use std::path::{Path, PathBuf};
+
+/// A model's files, located.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ModelLocation {
+    /// A single GGUF file.
+    Gguf(PathBuf),
+    /// A directory in HF layout (config.json, *.safetensors, tokenizer.json).
+    HfDir(PathBuf),
+}
+
+/// Why a `--model` argument could not be resolved offline.
+#[derive(Debug, thiserror::Error)]
+pub enum ResolveError {
+    /// Neither a path nor an id found in the cache.
+    #[error("model `{spec}` not found: {detail}")]
+    NotFound {
+        /// The argument given.
+        spec: String,
+        /// What was looked at.
+        detail: String,
+    },
+}
+
+/// The local HF hub cache directory.
+pub fn hf_hub_cache_dir() -> Option<PathBuf> {
+    if let Some(cache) = std::env::var_os("HF_HUB_CACHE") {
+        return Some(PathBuf::from(cache));
+    }
+    if let Some(home) = std::env::var_os("HF_HOME") {
+        return Some(PathBuf::from(home).join("hub"));
+    }
+    std::env::var_os("HOME").map(|home| PathBuf::from(home).join(".cache/huggingface/hub"))
+}
+
+/// Resolve `spec` (a path or an `org/name` id) without the network.
+pub fn resolve_offline(spec: &str) -> std::result::Result<ModelLocation, ResolveError> {
+    let path = Path::new(spec);
+    if path.is_file() {
+        return Ok(ModelLocation::Gguf(path.to_path_buf()));
+    }
+    if path.is_dir() {
+        return Ok(classify_dir(path));
+    }
+    let not_found = |detail: String| ResolveError::NotFound {
+        spec: spec.to_string(),
+        detail,
+    };
+    let Some((org, name)) = spec.split_once('/').filter(|(o, n)| !o.is_empty() && !n.is_empty() && !n.contains('/')) else {
+        return Err(not_found("no such file or directory, and not an `org/name` hub id".into()));
+    };
+    let cache = hf_hub_cache_dir().ok_or_else(|| not_found("no HF cache directory (set HF_HOME)".into()))?;
+    let repo = cache.join(format!("models--{org}--{name}"));
+    let snapshot = snapshot_dir(&repo).ok_or_else(|| {
+        not_found(format!(
+            "not in the local hub cache ({} has no snapshot); download it with --allow-download or place the files there",
+            repo.display()
+        ))
+    })?;
+    Ok(classify_dir(&snapshot))
+}
+
+/// The snapshot `refs/main` points at, else any snapshot.
+fn snapshot_dir(repo: &Path) -> Option<PathBuf> {
+    let snapshots = repo.join("snapshots");
+    if let Ok(main) = std::fs::read_to_string(repo.join("refs/main")) {
+        let dir = snapshots.join(main.trim());
+        if dir.is_dir() {
+            return Some(dir);
+        }
+    }
+    let mut dirs: Vec<PathBuf> = std::fs::read_dir(&snapshots).ok()?.filter_map(|e| e.ok().map(|e| e.path())).filter(|p| p.is_dir()).collect();
+    dirs.sort();
+    dirs.pop()
+}
+
+/// A directory holding exactly one `.gguf` is that file; otherwise it is read as HF layout.
+fn classify_dir(dir: &Path) -> ModelLocation {
+    let ggufs: Vec<PathBuf> = std::fs::read_dir(dir)
+        .map(|entries| entries.filter_map(|e| e.ok().map(|e| e.path())).filter(|p| p.extension().is_some_and(|x| x == "gguf")).collect())
+        .unwrap_or_default();
+    let has_config = dir.join("config.json").is_file();
+    match ggufs.as_slice() {
+        [only] if !has_config => ModelLocation::Gguf(only.clone()),
+        _ => ModelLocation::HfDir(dir.to_path_buf()),
+    }
+}
+
+impl From<ResolveError> for ModelError {
+    fn from(error: ResolveError) -> Self {
+        ModelError::InvalidConfig(error.to_string())
+    }
+}
+
+/// Resolve and load in one step.
+pub fn load_spec(spec: &str, options: &crate::LoadOptions) -> Result<crate::LoadedModel> {
+    crate::LoadedModel::load(&resolve_offline(spec)?, options)
+}

@@ -1,0 +1,72 @@
+//! Shared helpers for the real-model tests. The model is required: a missing
+//! file fails the test with the command that fetches it, never a silent skip.
+#![allow(dead_code)]
+
+use std::path::PathBuf;
+use std::sync::OnceLock;
+use tessera_kv::BlockPool;
+use tessera_model::{KvCache, LoadOptions, LoadedModel, LogitsFor, Runtime, Sequence};
+
+/// The default model's file name.
+pub const MODEL_FILE: &str = "SmolLM2-135M-Instruct.Q4_1.gguf";
+
+/// `$TESSERA_MODEL`, else `$TESSERA_MODELS_DIR/<file>`, else `<repo>/models/<file>`.
+pub fn model_path() -> PathBuf {
+    if let Some(path) = std::env::var_os("TESSERA_MODEL") {
+        return PathBuf::from(path);
+    }
+    let dir = std::env::var_os("TESSERA_MODELS_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("models"));
+    let path = dir.join(MODEL_FILE);
+    assert!(
+        path.is_file(),
+        "the real model is missing at {}: run scripts/fetch-model.sh (CI does this in .ci/run)",
+        path.display()
+    );
+    path
+}
+
+/// The default model, loaded once per test binary (repacked as the runtime does by default).
+pub fn model() -> &'static LoadedModel {
+    static MODEL: OnceLock<LoadedModel> = OnceLock::new();
+    MODEL.get_or_init(|| load(&LoadOptions::default()))
+}
+
+/// Load the default model with `options`.
+pub fn load(options: &LoadOptions) -> LoadedModel {
+    let path = model_path();
+    LoadedModel::load(&tessera_model::ModelLocation::Gguf(path), options).expect("loading the default model")
+}
+
+/// A pool and cache big enough for `tokens` tokens at block size 16.
+pub fn cache_for(loaded: &LoadedModel, tokens: usize) -> (BlockPool, KvCache) {
+    let blocks = tokens.div_ceil(16) + 8;
+    let kv = KvCache::new(loaded.model.config(), blocks, 16).unwrap();
+    (BlockPool::new(blocks, 16), kv)
+}
+
+/// Greedy continuation of `prompt` for up to `max_new` tokens (stops at a stop token).
+pub fn greedy(loaded: &LoadedModel, prompt: &[u32], max_new: usize) -> Vec<u32> {
+    let (mut pool, mut kv) = cache_for(loaded, prompt.len() + max_new);
+    let mut seq = Sequence::new();
+    let model = &loaded.model;
+    let mut logits = seq.feed(Runtime { model, pool: &mut pool, kv: &mut kv }, prompt, 256, LogitsFor::Last).unwrap();
+    let mut out = Vec::new();
+    for _ in 0..max_new {
+        let next = tessera_sample::argmax(logits.row(0)).unwrap();
+        out.push(next);
+        if loaded.tokenizer.is_stop(next) {
+            break;
+        }
+        logits = seq.feed(Runtime { model, pool: &mut pool, kv: &mut kv }, &[next], 1, LogitsFor::Last).unwrap();
+    }
+    seq.release(&mut pool);
+    assert_eq!(pool.num_free(), pool.num_blocks(), "pool back to baseline");
+    out
+}
+
+/// The chat prompt used across tests.
+pub fn chat_prompt(user: &str) -> String {
+    format!("<|im_start|>user\n{user}<|im_end|>\n<|im_start|>assistant\n")
+}
