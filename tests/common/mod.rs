@@ -70,3 +70,29 @@ pub fn greedy(loaded: &LoadedModel, prompt: &[u32], max_new: usize) -> Vec<u32> 
 pub fn chat_prompt(user: &str) -> String {
     format!("<|im_start|>user\n{user}<|im_end|>\n<|im_start|>assistant\n")
 }
+
+/// A ~300-token ChatML prompt mixing prose, code and numbers.
+pub fn long_prompt() -> String {
+    let user = "I am writing a small tool in Rust that reads a CSV file of orders \
+        (columns: id, customer, amount, date) and prints the total amount per customer, \
+        sorted from the largest to the smallest. Here is my first attempt:\n\n\
+        ```rust\nuse std::collections::HashMap;\n\nfn main() {\n    let text = std::fs::read_to_string(\"orders.csv\").unwrap();\n    \
+        let mut totals: HashMap<String, f64> = HashMap::new();\n    for line in text.lines().skip(1) {\n        \
+        let fields: Vec<&str> = line.split(',').collect();\n        *totals.entry(fields[1].to_string()).or_insert(0.0) += fields[2].parse::<f64>().unwrap();\n    }\n    \
+        let mut rows: Vec<_> = totals.into_iter().collect();\n    rows.sort_by(|a, b| b.1.partial_cmp(&a.1).unwrap());\n    \
+        for (customer, total) in rows {\n        println!(\"{customer}: {total:.2}\");\n    }\n}\n```\n\n\
+        It works on my sample of 1,204 orders, but it panics on the real export of 98,311 orders from 2024-03-17. \
+        What could be wrong, and how should I handle errors instead of calling unwrap?";
+    chat_prompt(user)
+}
+
+/// Largest absolute difference between two equal-length slices.
+pub fn max_abs_diff(a: &[f32], b: &[f32]) -> f32 {
+    assert_eq!(a.len(), b.len());
+    a.iter().zip(b).map(|(x, y)| (x - y).abs()).fold(0.0, f32::max)
+}
+
+/// Index of the largest value.
+pub fn argmax(values: &[f32]) -> usize {
+    tessera_sample::argmax(values).unwrap() as usize
+}

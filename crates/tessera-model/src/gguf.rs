@@ -20,6 +20,7 @@ pub struct GgufSource {
     content: Content,
     reader: BufReader<File>,
     repack_q4_1: bool,
+    dequantize: bool,
 }
 
 impl GgufSource {
@@ -37,6 +38,7 @@ impl GgufSource {
             content,
             reader,
             repack_q4_1: true,
+            dequantize: false,
         })
     }
 
@@ -168,6 +170,9 @@ impl TensorSource for GgufSource {
 
     fn matrix(&mut self, name: &str) -> Result<QMatMul> {
         let tensor = self.qtensor(name)?;
+        if self.dequantize {
+            return Ok(QMatMul::Tensor(tensor.dequantize(&Device::Cpu)?));
+        }
         let tensor = if self.repack_q4_1 && tensor.dtype() == GgmlDType::Q4_1 {
             QTensor::quantize(&tensor.dequantize(&Device::Cpu)?, GgmlDType::Q8_0)?
         } else {
@@ -185,6 +190,7 @@ impl TensorSource for GgufSource {
 pub fn load_gguf(path: &Path, options: &LoadOptions) -> Result<LoadedModel> {
     let mut source = GgufSource::open(path)?;
     source.repack_q4_1 = options.repack_q4_1;
+    source.dequantize = options.dequantize;
     let config = source.config()?;
     let tokenizer = match &options.tokenizer {
         Some(file) => Tokenizer::from_file(file)?,

@@ -66,10 +66,9 @@ impl RmsNorm {
         let width = self.weight.len();
         let mut y = vec![0f32; x.len()];
         for (src, dst) in x.chunks_exact(width).zip(y.chunks_exact_mut(width)) {
-            let mean_square = src.iter().map(|v| v * v).sum::<f32>() / width as f32;
-            let inv = 1.0 / (mean_square + self.eps).sqrt();
+            let rms = (src.iter().map(|v| v * v).sum::<f32>() / width as f32 + self.eps).sqrt();
             for ((d, s), w) in dst.iter_mut().zip(src).zip(&self.weight) {
-                *d = s * inv * w;
+                *d = s / rms * w;
             }
         }
         y

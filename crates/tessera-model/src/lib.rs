@@ -44,6 +44,9 @@ use std::path::PathBuf;
 pub struct LoadOptions {
     /// Repack Q4_1 matrices to Q8_0 at load (same text, ~4× faster on CPU).
     pub repack_q4_1: bool,
+    /// Dequantize every weight matrix to dense f32 at load (exact-arithmetic
+    /// reference runs and debugging; ~8× the memory of Q4 and slower).
+    pub dequantize: bool,
     /// Use this `tokenizer.json` instead of the one the model carries.
     pub tokenizer: Option<PathBuf>,
 }
@@ -52,6 +55,7 @@ impl Default for LoadOptions {
     fn default() -> Self {
         Self {
             repack_q4_1: true,
+            dequantize: false,
             tokenizer: None,
         }
     }

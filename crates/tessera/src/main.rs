@@ -1,1 +1,65 @@
-fn main() {}
+//! `tessera`: a local inference engine for AI agents.
+//!
+//! Subcommands: `generate` (stream a completion from a model). The server,
+//! agent loop and benchmarks arrive as later subcommands.
+
+mod generate;
+mod model_files;
+
+use clap::{Parser, Subcommand};
+use std::process::ExitCode;
+
+/// Tessera: a local inference engine for AI agents (paged, prefix-sharing KV cache; masked tool calls).
+#[derive(Debug, Parser)]
+#[command(name = "tessera", version, about, long_about = None)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+    /// Worker threads for the CPU kernels (default: the number of physical cores).
+    #[arg(long, global = true, env = "TESSERA_THREADS")]
+    threads: Option<usize>,
+    /// Log filter, e.g. `info` or `tessera_model=debug` (also read from RUST_LOG).
+    #[arg(long, global = true, default_value = "warn")]
+    log: String,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Generate text from a prompt and stream it to stdout; prints prefill/decode speed at the end.
+    Generate(generate::GenerateArgs),
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    init_logging(&cli.log);
+    if let Some(threads) = cli.threads {
+        if threads == 0 {
+            eprintln!("error: --threads must be at least 1");
+            return ExitCode::from(2);
+        }
+        // Read by candle's worker pool when it first starts, which is after this point.
+        std::env::set_var("CANDLE_NUM_THREADS", threads.to_string());
+        std::env::set_var("RAYON_NUM_THREADS", threads.to_string());
+    }
+    let result = match cli.command {
+        Command::Generate(args) => generate::run(args),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(error) => {
+            eprintln!("error: {error:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn init_logging(filter: &str) {
+    use tracing_subscriber::EnvFilter;
+    let filter = EnvFilter::try_from_default_env()
+        .or_else(|_| EnvFilter::try_new(filter))
+        .unwrap_or_else(|_| EnvFilter::new("warn"));
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .init();
+}

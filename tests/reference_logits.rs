@@ -1,0 +1,109 @@
+//! Tessera's forward pass against candle-transformers' `quantized_llama` (the
+//! reference) on the real model, both on the same weights.
+//!
+//! Two weight formats:
+//! * **dense f32** (every matrix dequantized, in both engines): arithmetic is
+//!   plain f32, so the logits must agree closely and the argmax everywhere;
+//! * **quantized as Tessera runs it** (Q4_1 repacked to Q8_0; the reference
+//!   reads a GGUF repacked the same way, written by this test): activations are
+//!   quantized to 8 bits before every matmul, which turns last-bit differences in
+//!   attention sums into whole quantization steps, so agreement is statistical.
+//!
+//! Both run in one test: the dense reference needs the process-wide
+//! `CANDLE_DEQUANTIZE_ALL`, which no other test may observe.
+
+mod common;
+
+use candle_core::quantized::{gguf_file, GgmlDType, QTensor};
+use candle_core::{Device, Tensor};
+use candle_transformers::models::quantized_llama::ModelWeights;
+use std::fs::File;
+use std::path::Path;
+use tessera_model::{LoadOptions, LoadedModel, LogitsFor, Runtime, Sequence};
+
+/// Copy `src` to `dst` with every Q4_1 tensor requantized to Q8_0, as Tessera's loader does.
+fn write_repacked_gguf(src: &Path, dst: &Path) {
+    let mut reader = File::open(src).unwrap();
+    let content = gguf_file::Content::read(&mut reader).unwrap();
+    let mut tensors = Vec::new();
+    for name in content.tensor_infos.keys() {
+        let tensor = content.tensor(&mut reader, name, &Device::Cpu).unwrap();
+        let tensor = if tensor.dtype() == GgmlDType::Q4_1 {
+            QTensor::quantize(&tensor.dequantize(&Device::Cpu).unwrap(), GgmlDType::Q8_0).unwrap()
+        } else {
+            tensor
+        };
+        tensors.push((name.clone(), tensor));
+    }
+    let metadata: Vec<(&str, &gguf_file::Value)> = content.metadata.iter().map(|(k, v)| (k.as_str(), v)).collect();
+    let tensor_refs: Vec<(&str, &QTensor)> = tensors.iter().map(|(k, v)| (k.as_str(), v)).collect();
+    gguf_file::write(&mut File::create(dst).unwrap(), &metadata, &tensor_refs).unwrap();
+}
+
+/// The reference's logits at every position, feeding one token at a time.
+fn reference_logits(gguf: &Path, tokens: &[u32]) -> Vec<Vec<f32>> {
+    let mut reader = File::open(gguf).unwrap();
+    let content = gguf_file::Content::read(&mut reader).unwrap();
+    let mut reference = ModelWeights::from_gguf(content, &mut reader, &Device::Cpu).unwrap();
+    tokens
+        .iter()
+        .enumerate()
+        .map(|(pos, &token)| {
+            let input = Tensor::new(&[[token]], &Device::Cpu).unwrap();
+            let logits = reference.forward(&input, pos).unwrap();
+            logits.flatten_all().unwrap().to_vec1::<f32>().unwrap()
+        })
+        .collect()
+}
+
+fn tessera_logits(loaded: &LoadedModel, tokens: &[u32]) -> tessera_model::Logits {
+    let (mut pool, mut kv) = common::cache_for(loaded, tokens.len());
+    let mut seq = Sequence::new();
+    let runtime = Runtime { model: &loaded.model, pool: &mut pool, kv: &mut kv };
+    let logits = seq.feed(runtime, tokens, 512, LogitsFor::All).unwrap();
+    seq.release(&mut pool);
+    logits
+}
+
+/// Per-position comparison: (max abs diff, positions whose argmax agrees).
+fn compare(got: &tessera_model::Logits, want: &[Vec<f32>]) -> (f32, usize) {
+    let mut worst = 0f32;
+    let mut agree = 0;
+    for (pos, want_row) in want.iter().enumerate() {
+        worst = worst.max(common::max_abs_diff(got.row(pos), want_row));
+        agree += usize::from(common::argmax(got.row(pos)) == common::argmax(want_row));
+    }
+    (worst, agree)
+}
+
+/// Dense-f32 tolerance: f32 sums in different orders (gemm vs our kernels), 30 layers.
+const DENSE_TOLERANCE: f32 = 1e-3;
+
+#[test]
+fn logits_match_candle_quantized_llama() {
+    let tokens = common::model().tokenizer.encode(&common::long_prompt()).unwrap();
+    assert!((280..=340).contains(&tokens.len()), "prompt is {} tokens", tokens.len());
+    let dir = std::env::temp_dir().join(format!("tessera-ref-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+
+    // Quantized, as Tessera runs by default.
+    let repacked = dir.join("repacked.gguf");
+    write_repacked_gguf(&common::model_path(), &repacked);
+    let (worst, agree) = compare(&tessera_logits(common::model(), &tokens), &reference_logits(&repacked, &tokens));
+    println!("quantized (Q8_0-repacked): max |Δlogit| {worst:.3}, argmax agrees at {agree}/{}", tokens.len());
+    assert!(agree * 100 >= tokens.len() * 95, "argmax agrees at only {agree}/{} positions", tokens.len());
+    assert!(worst < 3.0, "max abs logit diff {worst} on the quantized path");
+
+    // Dense f32 in both engines. candle reads CANDLE_DEQUANTIZE_ALL once per
+    // thread, so the reference runs on a fresh thread that sees it set.
+    let dense = common::load(&LoadOptions { dequantize: true, ..LoadOptions::default() });
+    std::env::set_var("CANDLE_DEQUANTIZE_ALL", "1");
+    let reference_tokens = tokens.clone();
+    let want = std::thread::spawn(move || reference_logits(&common::model_path(), &reference_tokens)).join().unwrap();
+    std::env::remove_var("CANDLE_DEQUANTIZE_ALL");
+    std::fs::remove_dir_all(&dir).ok();
+    let (worst, agree) = compare(&tessera_logits(&dense, &tokens), &want);
+    println!("dense f32: max |Δlogit| {worst:.2e}, argmax agrees at {agree}/{}", tokens.len());
+    assert_eq!(agree, tokens.len(), "argmax must agree at every position on dense weights");
+    assert!(worst < DENSE_TOLERANCE, "max abs logit diff {worst} over tolerance {DENSE_TOLERANCE}");
+}
