@@ -8,7 +8,8 @@ use crate::tokenizer::{GgufVocab, Tokenizer};
 use crate::weights::{build_model, TensorSource, WeightNames};
 use crate::{LoadOptions, LoadedModel, ModelError, Result};
 use candle_core::quantized::gguf_file::{Content, Value};
-use candle_core::quantized::{GgmlDType, QMatMul, QTensor};
+use crate::matrix::Matrix;
+use candle_core::quantized::{GgmlDType, QTensor};
 use candle_core::{Device, Tensor};
 use std::fs::File;
 use std::io::BufReader;
@@ -168,17 +169,17 @@ impl TensorSource for GgufSource {
             })
     }
 
-    fn matrix(&mut self, name: &str) -> Result<QMatMul> {
+    fn matrix(&mut self, name: &str) -> Result<Matrix> {
         let tensor = self.qtensor(name)?;
-        if self.dequantize {
-            return Ok(QMatMul::Tensor(tensor.dequantize(&Device::Cpu)?));
+        if self.dequantize || matches!(tensor.dtype(), GgmlDType::F32 | GgmlDType::F16 | GgmlDType::BF16) {
+            return Ok(Matrix::Dense(tensor.dequantize(&Device::Cpu)?));
         }
         let tensor = if self.repack_q4_1 && tensor.dtype() == GgmlDType::Q4_1 {
             QTensor::quantize(&tensor.dequantize(&Device::Cpu)?, GgmlDType::Q8_0)?
         } else {
             tensor
         };
-        Ok(QMatMul::from_qtensor(tensor)?)
+        Ok(Matrix::Quantized(tensor))
     }
 
     fn dense(&mut self, name: &str) -> Result<Tensor> {

@@ -2,43 +2,43 @@
 //! linear layers (quantized or dense weights through candle's matmul), RMSNorm
 //! and the SwiGLU activation.
 
+use crate::matrix::{Matrix, ParallelMatMul};
 use crate::Result;
-use candle_core::quantized::QMatMul;
-use candle_core::{Device, Tensor};
 
-/// `y = x Wᵀ (+ b)`, weights quantized (GGUF) or dense (safetensors).
+/// `y = x Wᵀ (+ b)`, weights quantized (GGUF) or dense (safetensors), computed
+/// as parallel row slices.
 #[derive(Debug)]
 pub struct Linear {
-    weight: QMatMul,
+    weight: ParallelMatMul,
     bias: Option<Vec<f32>>,
-    in_features: usize,
-    out_features: usize,
 }
 
 impl Linear {
     /// A linear layer over `weight` (`[out, in]`), with an optional bias of length `out`.
-    pub fn new(weight: QMatMul, bias: Option<Vec<f32>>, out_features: usize, in_features: usize) -> Self {
-        Self {
-            weight,
-            bias,
-            in_features,
-            out_features,
+    pub fn new(weight: Matrix, bias: Option<Vec<f32>>) -> Result<Self> {
+        let weight = ParallelMatMul::new(weight)?;
+        if let Some(bias) = &bias {
+            if bias.len() != weight.rows() {
+                return Err(crate::ModelError::InvalidConfig(format!(
+                    "bias of length {} for a layer of width {}",
+                    bias.len(),
+                    weight.rows()
+                )));
+            }
         }
+        Ok(Self { weight, bias })
     }
 
     /// Output width.
     pub fn out_features(&self) -> usize {
-        self.out_features
+        self.weight.rows()
     }
 
     /// Apply to `rows` rows of `x` (`[rows, in]`), returning `[rows, out]`.
     pub fn forward(&self, x: &[f32], rows: usize) -> Result<Vec<f32>> {
-        use candle_core::Module;
-        let input = Tensor::from_slice(x, (rows, self.in_features), &Device::Cpu)?;
-        let output = self.weight.forward(&input)?;
-        let mut y = output.flatten_all()?.to_vec1::<f32>()?;
+        let mut y = self.weight.forward(x, rows)?;
         if let Some(bias) = &self.bias {
-            for row in y.chunks_exact_mut(self.out_features) {
+            for row in y.chunks_exact_mut(bias.len()) {
                 for (value, b) in row.iter_mut().zip(bias) {
                     *value += b;
                 }
@@ -75,11 +75,15 @@ impl RmsNorm {
     }
 }
 
-/// `gate ← silu(gate) · up`, elementwise.
-pub fn swiglu_in_place(gate: &mut [f32], up: &[f32]) {
-    for (g, u) in gate.iter_mut().zip(up) {
-        *g = *g / (1.0 + (-*g).exp()) * u;
+/// SwiGLU over a fused `[rows, 2 × width]` buffer holding `gate | up` per row:
+/// returns `silu(gate) · up`, `[rows, width]`.
+pub fn swiglu_fused(gate_up: &[f32], width: usize) -> Vec<f32> {
+    let mut out = Vec::with_capacity(gate_up.len() / 2);
+    for row in gate_up.chunks_exact(2 * width) {
+        let (gate, up) = row.split_at(width);
+        out.extend(gate.iter().zip(up).map(|(g, u)| g / (1.0 + (-g).exp()) * u));
     }
+    out
 }
 
 /// `x += y`, elementwise.

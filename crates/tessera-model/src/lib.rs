@@ -14,8 +14,9 @@ mod error;
 mod gguf;
 mod kv_cache;
 mod layers;
+mod matrix;
 mod model;
-mod parallel;
+pub mod parallel;
 mod rope;
 mod safetensors;
 mod sequence;
@@ -75,6 +76,7 @@ pub struct LoadedModel {
 impl LoadedModel {
     /// Load the model at `location`.
     pub fn load(location: &ModelLocation, options: &LoadOptions) -> Result<Self> {
+        parallel::pin_candle_to_one_thread();
         match location {
             ModelLocation::Gguf(path) => gguf::load_gguf(path, options),
             ModelLocation::HfDir(dir) => safetensors::load_safetensors_dir(dir, options),

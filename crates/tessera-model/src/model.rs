@@ -1,12 +1,13 @@
 //! The Llama-family decoder (Touvron et al. 2023): token embedding, a stack of
 //! pre-norm blocks (attention with RoPE and GQA over the paged KV cache, then a
 //! SwiGLU MLP), a final RMSNorm and the LM head — computed only for the rows
-//! that need logits. One struct per block, weight names as in the checkpoint.
+//! that need logits. One struct per block, fields named after the checkpoint's
+//! weights; q/k/v and gate/up are fused at load (one activation pass each).
 
 use crate::attention::{paged_attention, AttentionShape};
 use crate::batch::{BatchPlan, Logits, SeqInput};
 use crate::kv_cache::KvCache;
-use crate::layers::{add_in_place, swiglu_in_place, Linear, RmsNorm};
+use crate::layers::{add_in_place, swiglu_fused, Linear, RmsNorm};
 use crate::rope::{Rope, RopeAngles};
 use crate::{ModelConfig, ModelError, Result};
 
@@ -15,20 +16,14 @@ use crate::{ModelConfig, ModelError, Result};
 pub struct Block {
     /// `attn_norm` / `input_layernorm`.
     pub attn_norm: RmsNorm,
-    /// `attn_q` / `q_proj`.
-    pub q_proj: Linear,
-    /// `attn_k` / `k_proj`.
-    pub k_proj: Linear,
-    /// `attn_v` / `v_proj`.
-    pub v_proj: Linear,
+    /// `attn_q | attn_k | attn_v` (`q_proj | k_proj | v_proj`), fused along the output.
+    pub qkv_proj: Linear,
     /// `attn_output` / `o_proj`.
     pub o_proj: Linear,
     /// `ffn_norm` / `post_attention_layernorm`.
     pub ffn_norm: RmsNorm,
-    /// `ffn_gate` / `gate_proj`.
-    pub gate_proj: Linear,
-    /// `ffn_up` / `up_proj`.
-    pub up_proj: Linear,
+    /// `ffn_gate | ffn_up` (`gate_proj | up_proj`), fused along the output.
+    pub gate_up_proj: Linear,
     /// `ffn_down` / `down_proj`.
     pub down_proj: Linear,
 }
@@ -47,9 +42,9 @@ impl Block {
         let attn = self.attention(layer, &self.attn_norm.forward(x), ctx, kv)?;
         add_in_place(x, &self.o_proj.forward(&attn, rows)?);
         let h = self.ffn_norm.forward(x);
-        let mut gate = self.gate_proj.forward(&h, rows)?;
-        swiglu_in_place(&mut gate, &self.up_proj.forward(&h, rows)?);
-        add_in_place(x, &self.down_proj.forward(&gate, rows)?);
+        let gate_up = self.gate_up_proj.forward(&h, rows)?;
+        let act = swiglu_fused(&gate_up, ctx.config.intermediate_size);
+        add_in_place(x, &self.down_proj.forward(&act, rows)?);
         Ok(())
     }
 
@@ -57,9 +52,7 @@ impl Block {
     fn attention(&self, layer: usize, h: &[f32], ctx: &BlockContext<'_, '_>, kv: &mut KvCache) -> Result<Vec<f32>> {
         let c = ctx.config;
         let rows = ctx.plan.tokens.len();
-        let mut q = self.q_proj.forward(h, rows)?;
-        let mut k = self.k_proj.forward(h, rows)?;
-        let v = self.v_proj.forward(h, rows)?;
+        let (mut q, mut k, v) = split_qkv(&self.qkv_proj.forward(h, rows)?, c);
         ctx.rope.apply(&mut q, ctx.angles, c.num_heads);
         ctx.rope.apply(&mut k, ctx.angles, c.num_kv_heads);
         let kv_width = c.num_kv_heads * c.head_dim;
@@ -75,6 +68,23 @@ impl Block {
         paged_attention(shape, kv.layout(), &ctx.plan.attention, &q, kv.layer(layer), &mut out);
         Ok(out)
     }
+}
+
+/// Split fused `[rows, q | k | v]` projections into three row-major buffers.
+fn split_qkv(qkv: &[f32], c: &ModelConfig) -> (Vec<f32>, Vec<f32>, Vec<f32>) {
+    let (q_width, kv_width) = (c.num_heads * c.head_dim, c.num_kv_heads * c.head_dim);
+    let rows = qkv.len() / (q_width + 2 * kv_width);
+    let (mut q, mut k, mut v) = (
+        Vec::with_capacity(rows * q_width),
+        Vec::with_capacity(rows * kv_width),
+        Vec::with_capacity(rows * kv_width),
+    );
+    for row in qkv.chunks_exact(q_width + 2 * kv_width) {
+        q.extend_from_slice(&row[..q_width]);
+        k.extend_from_slice(&row[q_width..q_width + kv_width]);
+        v.extend_from_slice(&row[q_width + kv_width..]);
+    }
+    (q, k, v)
 }
 
 /// A loaded decoder.

@@ -6,7 +6,8 @@ use crate::config::{Architecture, ModelConfig};
 use crate::tokenizer::Tokenizer;
 use crate::weights::{build_model, TensorSource, WeightNames};
 use crate::{LoadOptions, LoadedModel, ModelError, Result};
-use candle_core::quantized::{QMatMul, QTensor};
+use crate::matrix::Matrix;
+use candle_core::quantized::QTensor;
 use candle_core::{DType, Device, Tensor};
 use serde::Deserialize;
 use std::collections::HashMap;
@@ -68,8 +69,8 @@ impl TensorSource for SafetensorsSource {
         Ok(QTensor::quantize(&self.dense(name)?, candle_core::quantized::GgmlDType::F32)?)
     }
 
-    fn matrix(&mut self, name: &str) -> Result<QMatMul> {
-        Ok(QMatMul::Tensor(self.dense(name)?))
+    fn matrix(&mut self, name: &str) -> Result<Matrix> {
+        Ok(Matrix::Dense(self.dense(name)?))
     }
 
     fn dense(&mut self, name: &str) -> Result<Tensor> {

@@ -4,7 +4,8 @@
 use crate::layers::{Linear, RmsNorm};
 use crate::model::{Block, Model};
 use crate::{ModelConfig, ModelError, Result};
-use candle_core::quantized::{QMatMul, QTensor};
+use crate::matrix::Matrix;
+use candle_core::quantized::QTensor;
 use candle_core::{DType, Tensor};
 
 /// Where tensors come from.
@@ -15,8 +16,8 @@ pub(crate) trait TensorSource {
     fn shape(&self, name: &str) -> Result<Vec<usize>>;
     /// A tensor as stored (quantized or not).
     fn qtensor(&mut self, name: &str) -> Result<QTensor>;
-    /// A weight matrix ready for matmul (repacked if the source does that).
-    fn matrix(&mut self, name: &str) -> Result<QMatMul>;
+    /// A weight matrix ready for matmul (repacked or dequantized as the source is configured).
+    fn matrix(&mut self, name: &str) -> Result<Matrix>;
     /// A tensor as dense f32.
     fn dense(&mut self, name: &str) -> Result<Tensor>;
 }
@@ -86,41 +87,53 @@ pub(crate) fn build_model(config: ModelConfig, source: &mut dyn TensorSource, na
         .collect::<Result<Vec<_>>>()?;
     let norm = RmsNorm::new(to_vec(&source.dense(names.norm)?)?, config.rms_norm_eps);
     let head_name = if source.has(names.lm_head) { names.lm_head } else { names.embedding };
-    let lm_head = Linear::new(source.matrix(head_name)?, None, config.vocab_size, config.hidden_size);
+    let lm_head = Linear::new(source.matrix(head_name)?, None)?;
     Model::new(config, embedding, blocks, norm, lm_head)
 }
 
 fn load_block(config: &ModelConfig, source: &mut dyn TensorSource, names: &WeightNames, layer: usize) -> Result<Block> {
     let name = |pattern: &str| pattern.replace("{}", &layer.to_string());
-    let (hidden, q_width) = (config.hidden_size, config.num_heads * config.head_dim);
-    let kv_width = config.num_kv_heads * config.head_dim;
-    let mut linear = |index: usize, bias: Option<usize>, out: usize, input: usize| -> Result<Linear> {
-        let weight_name = name(names.layer[index]);
-        let weight = source.shape(&weight_name)?;
-        if weight != [out, input] {
-            return Err(ModelError::InvalidConfig(format!("`{weight_name}` has shape {weight:?}, expected [{out}, {input}]")));
+    let (hidden, ffn) = (config.hidden_size, config.intermediate_size);
+    let (q_width, kv_width) = (config.num_heads * config.head_dim, config.num_kv_heads * config.head_dim);
+    // (index into names.layer, expected [out, in])
+    let mut fused = |parts: &[(usize, usize, usize)], biases: Option<[usize; 3]>| -> Result<Linear> {
+        let mut matrices = Vec::new();
+        for &(index, out, input) in parts {
+            let weight_name = name(names.layer[index]);
+            let shape = source.shape(&weight_name)?;
+            if shape != [out, input] {
+                return Err(ModelError::InvalidConfig(format!("`{weight_name}` has shape {shape:?}, expected [{out}, {input}]")));
+            }
+            matrices.push(source.matrix(&weight_name)?);
         }
-        let bias = match bias.map(|b| name(names.bias[b])).filter(|b| source.has(b)) {
-            Some(bias_name) => Some(to_vec(&source.dense(&bias_name)?)?),
-            None => None,
+        let bias = match biases {
+            Some(indices) if source.has(&name(names.bias[indices[0]])) => {
+                let mut bias = Vec::new();
+                for (i, &(_, out, _)) in indices.iter().zip(parts) {
+                    let b = to_vec(&source.dense(&name(names.bias[*i]))?)?;
+                    if b.len() != out {
+                        return Err(ModelError::InvalidConfig(format!("`{}` has {} values, expected {out}", name(names.bias[*i]), b.len())));
+                    }
+                    bias.extend(b);
+                }
+                Some(bias)
+            }
+            _ => None,
         };
-        Ok(Linear::new(source.matrix(&weight_name)?, bias, out, input))
+        Linear::new(Matrix::concat_rows(matrices)?, bias)
     };
-    let (q, k, v) = (linear(1, Some(0), q_width, hidden)?, linear(2, Some(1), kv_width, hidden)?, linear(3, Some(2), kv_width, hidden)?);
-    let o = linear(4, None, hidden, q_width)?;
-    let ffn = config.intermediate_size;
-    let (gate, up, down) = (linear(6, None, ffn, hidden)?, linear(7, None, ffn, hidden)?, linear(8, None, hidden, ffn)?);
+    let qkv_proj = fused(&[(1, q_width, hidden), (2, kv_width, hidden), (3, kv_width, hidden)], Some([0, 1, 2]))?;
+    let o_proj = fused(&[(4, hidden, q_width)], None)?;
+    let gate_up_proj = fused(&[(6, ffn, hidden), (7, ffn, hidden)], None)?;
+    let down_proj = fused(&[(8, hidden, ffn)], None)?;
     let mut norm = |index: usize| -> Result<RmsNorm> { Ok(RmsNorm::new(to_vec(&source.dense(&name(names.layer[index]))?)?, config.rms_norm_eps)) };
     Ok(Block {
         attn_norm: norm(0)?,
-        q_proj: q,
-        k_proj: k,
-        v_proj: v,
-        o_proj: o,
+        qkv_proj,
+        o_proj,
         ffn_norm: norm(5)?,
-        gate_proj: gate,
-        up_proj: up,
-        down_proj: down,
+        gate_up_proj,
+        down_proj,
     })
 }
 

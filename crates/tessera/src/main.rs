@@ -37,9 +37,7 @@ fn main() -> ExitCode {
             eprintln!("error: --threads must be at least 1");
             return ExitCode::from(2);
         }
-        // Read by candle's worker pool when it first starts, which is after this point.
-        std::env::set_var("CANDLE_NUM_THREADS", threads.to_string());
-        std::env::set_var("RAYON_NUM_THREADS", threads.to_string());
+        tessera_model::parallel::set_num_threads(threads);
     }
     let result = match cli.command {
         Command::Generate(args) => generate::run(args),

@@ -1,0 +1,127 @@
+//! Weight matrices as the forward pass uses them: stored `[out, in]`, possibly
+//! several checkpoint matrices fused along `out` (q/k/v, gate/up: one
+//! activation pass instead of three), and split into row slices that run in
+//! parallel on our pool. Rows of a quantized matrix are independent runs of
+//! blocks, so fusing and splitting copy bytes and never change a result.
+
+use crate::parallel;
+use crate::{ModelError, Result};
+use candle_core::quantized::{QMatMul, QStorage, QTensor};
+use candle_core::{Device, Module, Tensor};
+
+/// A `[out, in]` weight matrix, quantized or dense f32.
+#[derive(Debug)]
+pub enum Matrix {
+    /// GGUF blocks (any type candle reads).
+    Quantized(QTensor),
+    /// Dense f32.
+    Dense(Tensor),
+}
+
+impl Matrix {
+    /// `(out, in)`.
+    pub fn dims(&self) -> Result<(usize, usize)> {
+        let dims = match self {
+            Matrix::Quantized(q) => q.shape().dims2()?,
+            Matrix::Dense(t) => t.dims2()?,
+        };
+        Ok(dims)
+    }
+
+    /// Stack matrices with equal `in` along `out` (all quantized alike, or all dense).
+    pub fn concat_rows(parts: Vec<Matrix>) -> Result<Matrix> {
+        if parts.len() == 1 {
+            return parts.into_iter().next().ok_or_else(|| ModelError::InvalidConfig("no matrix".into()));
+        }
+        let cols = parts[0].dims()?.1;
+        let mut rows = 0;
+        let mut bytes = Vec::new();
+        let mut dense = Vec::new();
+        let dtype = match &parts[0] {
+            Matrix::Quantized(q) => Some(q.dtype()),
+            Matrix::Dense(_) => None,
+        };
+        for part in parts {
+            let (r, c) = part.dims()?;
+            if c != cols {
+                return Err(ModelError::InvalidConfig(format!("cannot fuse matrices of widths {cols} and {c}")));
+            }
+            rows += r;
+            match (part, dtype) {
+                (Matrix::Quantized(q), Some(d)) if q.dtype() == d => bytes.extend_from_slice(&q.data()?),
+                (Matrix::Dense(t), None) => dense.push(t),
+                _ => return Err(ModelError::InvalidConfig("cannot fuse matrices of different types".into())),
+            }
+        }
+        match dtype {
+            Some(d) => Ok(Matrix::Quantized(QTensor::new(QStorage::from_data(bytes.into(), &Device::Cpu, d)?, (rows, cols))?)),
+            None => Ok(Matrix::Dense(Tensor::cat(&dense, 0)?)),
+        }
+    }
+
+    /// Rows `[start, start + len)` as a matmul operand.
+    fn row_slice(&self, start: usize, len: usize) -> Result<QMatMul> {
+        let (rows, cols) = self.dims()?;
+        match self {
+            Matrix::Quantized(q) => {
+                let data = q.data()?;
+                let row_bytes = data.len() / rows;
+                let slice = data[start * row_bytes..(start + len) * row_bytes].to_vec();
+                let storage = QStorage::from_data(slice.into(), &Device::Cpu, q.dtype())?;
+                Ok(QMatMul::from_qtensor(QTensor::new(storage, (len, cols))?)?)
+            }
+            Matrix::Dense(t) => Ok(QMatMul::Tensor(t.narrow(0, start, len)?.contiguous()?)),
+        }
+    }
+}
+
+/// A matrix split into row slices computed in parallel: `y = x Wᵀ`.
+#[derive(Debug)]
+pub struct ParallelMatMul {
+    slices: Vec<(usize, QMatMul)>,
+    rows: usize,
+    cols: usize,
+}
+
+impl ParallelMatMul {
+    /// Split `matrix` into one slice per worker thread (slice heights multiples of 16).
+    pub fn new(matrix: Matrix) -> Result<Self> {
+        let (rows, cols) = matrix.dims()?;
+        let parts = parallel::num_threads().min(rows.div_ceil(16)).max(1);
+        let height = rows.div_ceil(parts).div_ceil(16) * 16;
+        let mut slices = Vec::new();
+        let mut start = 0;
+        while start < rows {
+            let len = height.min(rows - start);
+            slices.push((len, matrix.row_slice(start, len)?));
+            start += len;
+        }
+        Ok(Self { slices, rows, cols })
+    }
+
+    /// Output width.
+    pub fn rows(&self) -> usize {
+        self.rows
+    }
+
+    /// `x` is `[n, cols]`; returns `[n, rows]`.
+    pub fn forward(&self, x: &[f32], n: usize) -> Result<Vec<f32>> {
+        let input = Tensor::from_slice(x, (n, self.cols), &Device::Cpu)?;
+        let outputs = parallel::map(&self.slices, |(_, slice)| -> Result<Vec<f32>> {
+            Ok(slice.forward(&input)?.flatten_all()?.to_vec1::<f32>()?)
+        });
+        if outputs.len() == 1 {
+            return outputs.into_iter().next().unwrap_or_else(|| Ok(Vec::new()));
+        }
+        let mut y = vec![0f32; n * self.rows];
+        let mut offset = 0;
+        for ((len, _), part) in self.slices.iter().zip(outputs) {
+            let part = part?;
+            for (row, values) in part.chunks_exact(*len).enumerate() {
+                y[row * self.rows + offset..row * self.rows + offset + len].copy_from_slice(values);
+            }
+            offset += len;
+        }
+        Ok(y)
+    }
+}
