@@ -2,7 +2,9 @@
 use candle_core::quantized::gguf_file::Content;
 
 fn main() -> anyhow::Result<()> {
-    let path = std::env::args().nth(1).ok_or_else(|| anyhow::anyhow!("usage: gguf_info FILE.gguf"))?;
+    let path = std::env::args()
+        .nth(1)
+        .ok_or_else(|| anyhow::anyhow!("usage: gguf_info FILE.gguf"))?;
     let content = Content::read(&mut std::fs::File::open(&path)?)?;
     let mut keys: Vec<_> = content.metadata.keys().collect();
     keys.sort();

@@ -9,8 +9,14 @@ use tessera_model::LoadOptions;
 #[test]
 fn capital_of_france_tokens_and_answer() {
     let loaded = common::model();
-    let ids = loaded.tokenizer.encode(&common::chat_prompt("What is the capital of France?")).unwrap();
-    assert_eq!(ids, [1, 4093, 198, 1780, 314, 260, 3575, 282, 4649, 47, 2, 198, 1, 520, 9531, 198]);
+    let ids = loaded
+        .tokenizer
+        .encode(&common::chat_prompt("What is the capital of France?"))
+        .unwrap();
+    assert_eq!(
+        ids,
+        [1, 4093, 198, 1780, 314, 260, 3575, 282, 4649, 47, 2, 198, 1, 520, 9531, 198]
+    );
     let out = common::greedy(loaded, &ids, 20);
     // "The capital of France is Paris." then <|im_end|>
     assert_eq!(out, [504, 3575, 282, 4649, 314, 7042, 30, 2]);
@@ -19,20 +25,35 @@ fn capital_of_france_tokens_and_answer() {
 #[test]
 fn templated_chat_answer_is_stable() {
     let loaded = common::model();
-    let messages = [tessera_model::ChatMessage::new("user", "Explain in two sentences why the sky is blue.")];
+    let messages = [tessera_model::ChatMessage::new(
+        "user",
+        "Explain in two sentences why the sky is blue.",
+    )];
     let prompt = loaded.template.render(&messages, true).unwrap();
-    assert!(prompt.starts_with("<|im_start|>system\nYou are a helpful AI assistant named SmolLM"), "{prompt}");
+    assert!(
+        prompt.starts_with("<|im_start|>system\nYou are a helpful AI assistant named SmolLM"),
+        "{prompt}"
+    );
     let out = common::greedy(loaded, &loaded.tokenizer.encode(&prompt).unwrap(), 80);
     let text = loaded.tokenizer.decode(&out).unwrap();
-    assert!(text.starts_with("The sky is blue because of a process called Rayleigh scattering"), "{text}");
+    assert!(
+        text.starts_with("The sky is blue because of a process called Rayleigh scattering"),
+        "{text}"
+    );
 }
 
 #[test]
 fn native_q4_1_greedy_text_equals_llama_cpp() {
-    let native = common::load(&LoadOptions { repack_q4_1: false, ..LoadOptions::default() });
+    let native = common::load(&LoadOptions {
+        repack_q4_1: false,
+        ..LoadOptions::default()
+    });
     let prompt = "<|im_start|>system\nYou are a helpful AI assistant named SmolLM, trained by Hugging Face<|im_end|>\n\
                   <|im_start|>user\nWhat is the capital of France?<|im_end|>\n<|im_start|>assistant\n";
     let out = common::greedy(&native, &native.tokenizer.encode(prompt).unwrap(), 30);
     let text = native.tokenizer.decode(&out).unwrap();
-    assert_eq!(text, "L'Étoile, la Marseillaise, la femme, la femme au martyre, la femme au martyre,");
+    assert_eq!(
+        text,
+        "L'Étoile, la Marseillaise, la femme, la femme au martyre, la femme au martyre,"
+    );
 }

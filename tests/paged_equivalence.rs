@@ -18,8 +18,14 @@ fn logits_in_chunks(loaded: &LoadedModel, tokens: &[u32], sizes: &[usize]) -> Ve
             break;
         }
         let end = (start + size).min(tokens.len());
-        let runtime = Runtime { model: &loaded.model, pool: &mut pool, kv: &mut kv };
-        let logits = seq.feed(runtime, &tokens[start..end], usize::MAX, LogitsFor::All).unwrap();
+        let runtime = Runtime {
+            model: &loaded.model,
+            pool: &mut pool,
+            kv: &mut kv,
+        };
+        let logits = seq
+            .feed(runtime, &tokens[start..end], usize::MAX, LogitsFor::All)
+            .unwrap();
         rows.extend((0..logits.num_rows()).map(|r| logits.row(r).to_vec()));
         start = end;
     }
@@ -42,7 +48,11 @@ fn one_chunk_uneven_chunks_and_token_by_token_agree() {
         let mut worst = 0f32;
         for (pos, (a, b)) in whole.iter().zip(&chunked).enumerate() {
             worst = worst.max(common::max_abs_diff(a, b));
-            assert_eq!(common::argmax(a), common::argmax(b), "chunks {sizes:?}: argmax differs at {pos}");
+            assert_eq!(
+                common::argmax(a),
+                common::argmax(b),
+                "chunks {sizes:?}: argmax differs at {pos}"
+            );
         }
         println!("chunks {sizes:?}: max |Δlogit| {worst:.2e}");
         assert!(worst <= CHUNK_TOLERANCE, "chunks {sizes:?}: max diff {worst}");
@@ -52,9 +62,20 @@ fn one_chunk_uneven_chunks_and_token_by_token_agree() {
 #[test]
 fn a_ragged_batch_gives_each_sequence_its_solo_logits() {
     let loaded = common::model();
-    let prompts = ["What is 2 + 2?", "Name three colors.", "Translate 'bonjour' to English.", "def fib(n):"];
-    let tokens: Vec<Vec<u32>> = prompts.iter().map(|p| loaded.tokenizer.encode(&common::chat_prompt(p)).unwrap()).collect();
-    let solo: Vec<Vec<f32>> = tokens.iter().map(|t| logits_in_chunks(loaded, t, &[t.len()]).pop().unwrap()).collect();
+    let prompts = [
+        "What is 2 + 2?",
+        "Name three colors.",
+        "Translate 'bonjour' to English.",
+        "def fib(n):",
+    ];
+    let tokens: Vec<Vec<u32>> = prompts
+        .iter()
+        .map(|p| loaded.tokenizer.encode(&common::chat_prompt(p)).unwrap())
+        .collect();
+    let solo: Vec<Vec<f32>> = tokens
+        .iter()
+        .map(|t| logits_in_chunks(loaded, t, &[t.len()]).pop().unwrap())
+        .collect();
 
     // One forward: sequence 0 was prefilled except its last token (so it takes a
     // decode step), the others prefill whole prompts.
@@ -67,17 +88,35 @@ fn a_ragged_batch_gives_each_sequence_its_solo_logits() {
         tables.push(table);
     }
     let head = tokens[0].len() - 1;
-    let prefill = SeqInput { tokens: &tokens[0][..head], start_pos: 0, blocks: tables[0].blocks(), logits: LogitsFor::None };
+    let prefill = SeqInput {
+        tokens: &tokens[0][..head],
+        start_pos: 0,
+        blocks: tables[0].blocks(),
+        logits: LogitsFor::None,
+    };
     loaded.model.forward(&[prefill], &mut kv).unwrap();
-    let mut batch = vec![SeqInput { tokens: &tokens[0][head..], start_pos: head, blocks: tables[0].blocks(), logits: LogitsFor::Last }];
+    let mut batch = vec![SeqInput {
+        tokens: &tokens[0][head..],
+        start_pos: head,
+        blocks: tables[0].blocks(),
+        logits: LogitsFor::Last,
+    }];
     for (t, table) in tokens[1..].iter().zip(&tables[1..]) {
-        batch.push(SeqInput { tokens: t, start_pos: 0, blocks: table.blocks(), logits: LogitsFor::Last });
+        batch.push(SeqInput {
+            tokens: t,
+            start_pos: 0,
+            blocks: table.blocks(),
+            logits: LogitsFor::Last,
+        });
     }
     let logits = loaded.model.forward(&batch, &mut kv).unwrap();
     for (seq, want) in solo.iter().enumerate() {
         let row = logits.rows_of_seq(seq).next().unwrap();
         let diff = common::max_abs_diff(logits.row(row), want);
-        assert!(diff <= CHUNK_TOLERANCE, "sequence {seq}: batched logits differ from solo by {diff}");
+        assert!(
+            diff <= CHUNK_TOLERANCE,
+            "sequence {seq}: batched logits differ from solo by {diff}"
+        );
         assert_eq!(common::argmax(logits.row(row)), common::argmax(want));
     }
     for mut table in tables {
@@ -102,7 +141,12 @@ fn last_logits_with_table(loaded: &LoadedModel, tokens: &[u32], scramble: bool, 
     let mut table = BlockTable::new();
     assert!(table.grow(&mut pool, tokens.len()));
     let n = tokens.len();
-    let prefill = SeqInput { tokens: &tokens[..n - 1], start_pos: 0, blocks: table.blocks(), logits: LogitsFor::None };
+    let prefill = SeqInput {
+        tokens: &tokens[..n - 1],
+        start_pos: 0,
+        blocks: table.blocks(),
+        logits: LogitsFor::None,
+    };
     loaded.model.forward(&[prefill], &mut kv).unwrap();
     let mut read_blocks = table.blocks().to_vec();
     if permute {
@@ -112,7 +156,12 @@ fn last_logits_with_table(loaded: &LoadedModel, tokens: &[u32], scramble: bool, 
         let last = read_blocks.len() - 1;
         read_blocks.swap(0, last);
     }
-    let decode = SeqInput { tokens: &tokens[n - 1..], start_pos: n - 1, blocks: &read_blocks, logits: LogitsFor::Last };
+    let decode = SeqInput {
+        tokens: &tokens[n - 1..],
+        start_pos: n - 1,
+        blocks: &read_blocks,
+        logits: LogitsFor::Last,
+    };
     let logits = loaded.model.forward(&[decode], &mut kv).unwrap();
     table.release(&mut pool).unwrap();
     pool.check_invariants().unwrap();

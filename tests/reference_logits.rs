@@ -59,7 +59,11 @@ fn reference_logits(gguf: &Path, tokens: &[u32]) -> Vec<Vec<f32>> {
 fn tessera_logits(loaded: &LoadedModel, tokens: &[u32]) -> tessera_model::Logits {
     let (mut pool, mut kv) = common::cache_for(loaded, tokens.len());
     let mut seq = Sequence::new();
-    let runtime = Runtime { model: &loaded.model, pool: &mut pool, kv: &mut kv };
+    let runtime = Runtime {
+        model: &loaded.model,
+        pool: &mut pool,
+        kv: &mut kv,
+    };
     let logits = seq.feed(runtime, tokens, 512, LogitsFor::All).unwrap();
     seq.release(&mut pool);
     logits
@@ -89,21 +93,46 @@ fn logits_match_candle_quantized_llama() {
     // Quantized, as Tessera runs by default.
     let repacked = dir.join("repacked.gguf");
     write_repacked_gguf(&common::model_path(), &repacked);
-    let (worst, agree) = compare(&tessera_logits(common::model(), &tokens), &reference_logits(&repacked, &tokens));
-    println!("quantized (Q8_0-repacked): max |Δlogit| {worst:.3}, argmax agrees at {agree}/{}", tokens.len());
-    assert!(agree * 100 >= tokens.len() * 95, "argmax agrees at only {agree}/{} positions", tokens.len());
+    let (worst, agree) = compare(
+        &tessera_logits(common::model(), &tokens),
+        &reference_logits(&repacked, &tokens),
+    );
+    println!(
+        "quantized (Q8_0-repacked): max |Δlogit| {worst:.3}, argmax agrees at {agree}/{}",
+        tokens.len()
+    );
+    assert!(
+        agree * 100 >= tokens.len() * 95,
+        "argmax agrees at only {agree}/{} positions",
+        tokens.len()
+    );
     assert!(worst < 3.0, "max abs logit diff {worst} on the quantized path");
 
     // Dense f32 in both engines. candle reads CANDLE_DEQUANTIZE_ALL once per
     // thread, so the reference runs on a fresh thread that sees it set.
-    let dense = common::load(&LoadOptions { dequantize: true, ..LoadOptions::default() });
+    let dense = common::load(&LoadOptions {
+        dequantize: true,
+        ..LoadOptions::default()
+    });
     std::env::set_var("CANDLE_DEQUANTIZE_ALL", "1");
     let reference_tokens = tokens.clone();
-    let want = std::thread::spawn(move || reference_logits(&common::model_path(), &reference_tokens)).join().unwrap();
+    let want = std::thread::spawn(move || reference_logits(&common::model_path(), &reference_tokens))
+        .join()
+        .unwrap();
     std::env::remove_var("CANDLE_DEQUANTIZE_ALL");
     std::fs::remove_dir_all(&dir).ok();
     let (worst, agree) = compare(&tessera_logits(&dense, &tokens), &want);
-    println!("dense f32: max |Δlogit| {worst:.2e}, argmax agrees at {agree}/{}", tokens.len());
-    assert_eq!(agree, tokens.len(), "argmax must agree at every position on dense weights");
-    assert!(worst < DENSE_TOLERANCE, "max abs logit diff {worst} over tolerance {DENSE_TOLERANCE}");
+    println!(
+        "dense f32: max |Δlogit| {worst:.2e}, argmax agrees at {agree}/{}",
+        tokens.len()
+    );
+    assert_eq!(
+        agree,
+        tokens.len(),
+        "argmax must agree at every position on dense weights"
+    );
+    assert!(
+        worst < DENSE_TOLERANCE,
+        "max abs logit diff {worst} over tolerance {DENSE_TOLERANCE}"
+    );
 }

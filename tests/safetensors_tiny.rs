@@ -57,7 +57,10 @@ fn write_tiny_llama(dir: &Path) {
         } else {
             random(seed, n, scale)
         };
-        let tensor = Tensor::from_vec(values, shape, &Device::Cpu).unwrap().to_dtype(DType::F16).unwrap();
+        let tensor = Tensor::from_vec(values, shape, &Device::Cpu)
+            .unwrap()
+            .to_dtype(DType::F16)
+            .unwrap();
         tensors.insert(name, tensor);
     };
     add("model.embed_tokens.weight".into(), &[VOCAB, HIDDEN], 1.0);
@@ -68,8 +71,16 @@ fn write_tiny_llama(dir: &Path) {
         add(format!("{p}.input_layernorm.weight"), &[HIDDEN], 0.0);
         add(format!("{p}.post_attention_layernorm.weight"), &[HIDDEN], 0.0);
         add(format!("{p}.self_attn.q_proj.weight"), &[HEADS * head_dim, HIDDEN], 0.3);
-        add(format!("{p}.self_attn.k_proj.weight"), &[KV_HEADS * head_dim, HIDDEN], 0.3);
-        add(format!("{p}.self_attn.v_proj.weight"), &[KV_HEADS * head_dim, HIDDEN], 0.3);
+        add(
+            format!("{p}.self_attn.k_proj.weight"),
+            &[KV_HEADS * head_dim, HIDDEN],
+            0.3,
+        );
+        add(
+            format!("{p}.self_attn.v_proj.weight"),
+            &[KV_HEADS * head_dim, HIDDEN],
+            0.3,
+        );
         add(format!("{p}.self_attn.o_proj.weight"), &[HIDDEN, HEADS * head_dim], 0.3);
         add(format!("{p}.mlp.gate_proj.weight"), &[FFN, HIDDEN], 0.3);
         add(format!("{p}.mlp.up_proj.weight"), &[FFN, HIDDEN], 0.3);
@@ -93,7 +104,13 @@ fn reference_last_logits(dir: &Path, tokens: &[u32]) -> Vec<Vec<f32>> {
         .enumerate()
         .map(|(pos, &t)| {
             let input = Tensor::new(&[[t]], &Device::Cpu).unwrap();
-            model.forward(&input, pos, &mut cache).unwrap().flatten_all().unwrap().to_vec1::<f32>().unwrap()
+            model
+                .forward(&input, pos, &mut cache)
+                .unwrap()
+                .flatten_all()
+                .unwrap()
+                .to_vec1::<f32>()
+                .unwrap()
         })
         .collect()
 }
@@ -104,7 +121,10 @@ fn tiny_safetensors_llama_matches_candle_llama() {
     std::fs::create_dir_all(&dir).unwrap();
     write_tiny_llama(&dir);
     let loaded = LoadedModel::load(&ModelLocation::HfDir(dir.clone()), &LoadOptions::default()).unwrap();
-    let tokens = loaded.tokenizer.encode("t1 t5 t9 t63 t2 t2 t7 t30 t31 t4 t18 t11 t12 t13 t40 t41 t42 t43 t3").unwrap();
+    let tokens = loaded
+        .tokenizer
+        .encode("t1 t5 t9 t63 t2 t2 t7 t30 t31 t4 t18 t11 t12 t13 t40 t41 t42 t43 t3")
+        .unwrap();
     assert_eq!(tokens.len(), 19);
     let want = reference_last_logits(&dir, &tokens);
 
@@ -112,11 +132,26 @@ fn tiny_safetensors_llama_matches_candle_llama() {
     let mut pool = BlockPool::new(blocks, 4); // block size 4: the prompt spans several blocks
     let mut kv = KvCache::new(loaded.model.config(), blocks, 4).unwrap();
     let mut seq = Sequence::new();
-    let got = seq.feed(Runtime { model: &loaded.model, pool: &mut pool, kv: &mut kv }, &tokens, 7, LogitsFor::All).unwrap();
+    let got = seq
+        .feed(
+            Runtime {
+                model: &loaded.model,
+                pool: &mut pool,
+                kv: &mut kv,
+            },
+            &tokens,
+            7,
+            LogitsFor::All,
+        )
+        .unwrap();
     seq.release(&mut pool);
     std::fs::remove_dir_all(&dir).ok();
     for (pos, want_row) in want.iter().enumerate() {
-        let diff = want_row.iter().zip(got.row(pos)).map(|(a, b)| (a - b).abs()).fold(0f32, f32::max);
+        let diff = want_row
+            .iter()
+            .zip(got.row(pos))
+            .map(|(a, b)| (a - b).abs())
+            .fold(0f32, f32::max);
         assert!(diff < 1e-4, "position {pos}: max |Δlogit| {diff}");
     }
 }
@@ -126,7 +161,12 @@ fn incomplete_checkpoint_directory_names_what_is_missing() {
     let dir = std::env::temp_dir().join(format!("tessera-empty-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     std::fs::write(dir.join("config.json"), "{}").unwrap();
-    let error = LoadedModel::load(&ModelLocation::HfDir(dir.clone()), &LoadOptions::default()).unwrap_err().to_string();
+    let error = LoadedModel::load(&ModelLocation::HfDir(dir.clone()), &LoadOptions::default())
+        .unwrap_err()
+        .to_string();
     std::fs::remove_dir_all(&dir).ok();
-    assert!(error.contains("tokenizer.json") && error.contains("*.safetensors"), "{error}");
+    assert!(
+        error.contains("tokenizer.json") && error.contains("*.safetensors"),
+        "{error}"
+    );
 }

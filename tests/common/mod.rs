@@ -51,7 +51,18 @@ pub fn greedy(loaded: &LoadedModel, prompt: &[u32], max_new: usize) -> Vec<u32> 
     let (mut pool, mut kv) = cache_for(loaded, prompt.len() + max_new);
     let mut seq = Sequence::new();
     let model = &loaded.model;
-    let mut logits = seq.feed(Runtime { model, pool: &mut pool, kv: &mut kv }, prompt, 256, LogitsFor::Last).unwrap();
+    let mut logits = seq
+        .feed(
+            Runtime {
+                model,
+                pool: &mut pool,
+                kv: &mut kv,
+            },
+            prompt,
+            256,
+            LogitsFor::Last,
+        )
+        .unwrap();
     let mut out = Vec::new();
     for _ in 0..max_new {
         let next = tessera_sample::argmax(logits.row(0)).unwrap();
@@ -59,7 +70,18 @@ pub fn greedy(loaded: &LoadedModel, prompt: &[u32], max_new: usize) -> Vec<u32> 
         if loaded.tokenizer.is_stop(next) {
             break;
         }
-        logits = seq.feed(Runtime { model, pool: &mut pool, kv: &mut kv }, &[next], 1, LogitsFor::Last).unwrap();
+        logits = seq
+            .feed(
+                Runtime {
+                    model,
+                    pool: &mut pool,
+                    kv: &mut kv,
+                },
+                &[next],
+                1,
+                LogitsFor::Last,
+            )
+            .unwrap();
     }
     seq.release(&mut pool);
     assert_eq!(pool.num_free(), pool.num_blocks(), "pool back to baseline");

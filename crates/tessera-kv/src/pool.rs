@@ -126,9 +126,7 @@ impl BlockPool {
         }
         for (index, (&count, &free)) in self.ref_counts.iter().zip(&on_free_list).enumerate() {
             if (count == 0) != free {
-                return Err(format!(
-                    "block {index}: ref count {count} but on free list = {free}"
-                ));
+                return Err(format!("block {index}: ref count {count} but on free list = {free}"));
             }
         }
         Ok(())

@@ -70,13 +70,13 @@ impl ModelConfig {
                 self.num_heads, self.num_kv_heads, self.num_layers
             ));
         }
-        if self.num_heads % self.num_kv_heads != 0 {
+        if !self.num_heads.is_multiple_of(self.num_kv_heads) {
             return fail(format!(
                 "query heads ({}) must be a multiple of kv heads ({})",
                 self.num_heads, self.num_kv_heads
             ));
         }
-        if self.head_dim == 0 || self.head_dim % 2 != 0 {
+        if self.head_dim == 0 || !self.head_dim.is_multiple_of(2) {
             return fail(format!("head_dim ({}) must be even and positive", self.head_dim));
         }
         if self.vocab_size == 0 || self.hidden_size == 0 || self.max_context == 0 {

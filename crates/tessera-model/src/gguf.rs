@@ -4,11 +4,11 @@
 //! at load by default (candle's Q4_1 dot product is scalar, Q8_0's is SIMD).
 
 use crate::config::{Architecture, ModelConfig};
+use crate::matrix::Matrix;
 use crate::tokenizer::{GgufVocab, Tokenizer};
 use crate::weights::{build_model, TensorSource, WeightNames};
 use crate::{LoadOptions, LoadedModel, ModelError, Result};
 use candle_core::quantized::gguf_file::{Content, Value};
-use crate::matrix::Matrix;
 use candle_core::quantized::{GgmlDType, QTensor};
 use candle_core::{Device, Tensor};
 use std::fs::File;
@@ -49,7 +49,8 @@ impl GgufSource {
     }
 
     fn required(&self, key: &str) -> Result<&Value> {
-        self.metadata(key).ok_or_else(|| ModelError::missing("metadata key", key))
+        self.metadata(key)
+            .ok_or_else(|| ModelError::missing("metadata key", key))
     }
 
     fn usize_of(&self, key: &str) -> Result<usize> {
@@ -75,16 +76,25 @@ impl GgufSource {
     }
 
     fn strings_of(&self, key: &str) -> Result<Vec<String>> {
-        let values = self.required(key)?.to_vec().map_err(|_| ModelError::InvalidConfig(format!("`{key}` is not an array")))?;
+        let values = self
+            .required(key)?
+            .to_vec()
+            .map_err(|_| ModelError::InvalidConfig(format!("`{key}` is not an array")))?;
         values
             .iter()
-            .map(|v| v.to_string().cloned().map_err(|_| ModelError::InvalidConfig(format!("`{key}` holds a non-string"))))
+            .map(|v| {
+                v.to_string()
+                    .cloned()
+                    .map_err(|_| ModelError::InvalidConfig(format!("`{key}` holds a non-string")))
+            })
             .collect()
     }
 
     /// The runtime configuration from `{arch}.*` metadata.
     pub fn config(&self) -> Result<ModelConfig> {
-        let arch_name = self.string_of("general.architecture").ok_or_else(|| ModelError::missing("metadata key", "general.architecture"))?;
+        let arch_name = self
+            .string_of("general.architecture")
+            .ok_or_else(|| ModelError::missing("metadata key", "general.architecture"))?;
         let architecture = Architecture::parse(&arch_name)?;
         let key = |suffix: &str| format!("{arch_name}.{suffix}");
         let num_heads = self.usize_of(&key("attention.head_count"))?;
@@ -125,7 +135,9 @@ impl GgufSource {
             None => Vec::new(),
         };
         let vocab = GgufVocab {
-            model: self.string_of("tokenizer.ggml.model").ok_or_else(|| ModelError::missing("metadata key", "tokenizer.ggml.model"))?,
+            model: self
+                .string_of("tokenizer.ggml.model")
+                .ok_or_else(|| ModelError::missing("metadata key", "tokenizer.ggml.model"))?,
             pre: self.string_of("tokenizer.ggml.pre"),
             tokens: self.strings_of("tokenizer.ggml.tokens")?,
             merges: self.strings_of("tokenizer.ggml.merges").unwrap_or_default(),

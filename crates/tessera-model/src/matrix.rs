@@ -31,7 +31,10 @@ impl Matrix {
     /// Stack matrices with equal `in` along `out` (all quantized alike, or all dense).
     pub fn concat_rows(parts: Vec<Matrix>) -> Result<Matrix> {
         if parts.len() == 1 {
-            return parts.into_iter().next().ok_or_else(|| ModelError::InvalidConfig("no matrix".into()));
+            return parts
+                .into_iter()
+                .next()
+                .ok_or_else(|| ModelError::InvalidConfig("no matrix".into()));
         }
         let cols = parts[0].dims()?.1;
         let mut rows = 0;
@@ -44,17 +47,26 @@ impl Matrix {
         for part in parts {
             let (r, c) = part.dims()?;
             if c != cols {
-                return Err(ModelError::InvalidConfig(format!("cannot fuse matrices of widths {cols} and {c}")));
+                return Err(ModelError::InvalidConfig(format!(
+                    "cannot fuse matrices of widths {cols} and {c}"
+                )));
             }
             rows += r;
             match (part, dtype) {
                 (Matrix::Quantized(q), Some(d)) if q.dtype() == d => bytes.extend_from_slice(&q.data()?),
                 (Matrix::Dense(t), None) => dense.push(t),
-                _ => return Err(ModelError::InvalidConfig("cannot fuse matrices of different types".into())),
+                _ => {
+                    return Err(ModelError::InvalidConfig(
+                        "cannot fuse matrices of different types".into(),
+                    ))
+                }
             }
         }
         match dtype {
-            Some(d) => Ok(Matrix::Quantized(QTensor::new(QStorage::from_data(bytes.into(), &Device::Cpu, d)?, (rows, cols))?)),
+            Some(d) => Ok(Matrix::Quantized(QTensor::new(
+                QStorage::from_data(bytes.into(), &Device::Cpu, d)?,
+                (rows, cols),
+            )?)),
             None => Ok(Matrix::Dense(Tensor::cat(&dense, 0)?)),
         }
     }

@@ -103,7 +103,13 @@ pub struct Model {
 
 impl Model {
     /// Assemble a model from loaded parts.
-    pub fn new(config: ModelConfig, embedding: Vec<f32>, blocks: Vec<Block>, norm: RmsNorm, lm_head: Linear) -> Result<Self> {
+    pub fn new(
+        config: ModelConfig,
+        embedding: Vec<f32>,
+        blocks: Vec<Block>,
+        norm: RmsNorm,
+        lm_head: Linear,
+    ) -> Result<Self> {
         config.validate()?;
         if embedding.len() != config.vocab_size * config.hidden_size || blocks.len() != config.num_layers {
             return Err(ModelError::InvalidConfig(format!(
@@ -173,7 +179,9 @@ impl Model {
             return Ok(Logits::new(Vec::new(), self.config.vocab_size, seq_of_row));
         }
         let _span = tracing::trace_span!("lm_head", rows = plan.logit_rows.len()).entered();
-        let values = self.lm_head.forward(&self.norm.forward(&picked), plan.logit_rows.len())?;
+        let values = self
+            .lm_head
+            .forward(&self.norm.forward(&picked), plan.logit_rows.len())?;
         Ok(Logits::new(values, self.config.vocab_size, seq_of_row))
     }
 }

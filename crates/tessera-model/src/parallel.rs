@@ -40,7 +40,12 @@ fn pool() -> &'static rayon::ThreadPool {
             .num_threads(num_threads())
             .thread_name(|i| format!("tessera-cpu-{i}"))
             .build()
-            .unwrap_or_else(|_| rayon::ThreadPoolBuilder::new().num_threads(1).build().expect("a one-thread pool"))
+            .unwrap_or_else(|_| {
+                rayon::ThreadPoolBuilder::new()
+                    .num_threads(1)
+                    .build()
+                    .expect("a one-thread pool")
+            })
     })
 }
 
@@ -86,6 +91,9 @@ mod tests {
     #[test]
     fn map_keeps_order() {
         let items: Vec<u32> = (0..50).collect();
-        assert_eq!(super::map(&items, |x| x * 2), items.iter().map(|x| x * 2).collect::<Vec<_>>());
+        assert_eq!(
+            super::map(&items, |x| x * 2),
+            items.iter().map(|x| x * 2).collect::<Vec<_>>()
+        );
     }
 }

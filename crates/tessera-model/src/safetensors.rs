@@ -3,10 +3,10 @@
 //! chat template and special tokens when present.
 
 use crate::config::{Architecture, ModelConfig};
+use crate::matrix::Matrix;
 use crate::tokenizer::Tokenizer;
 use crate::weights::{build_model, TensorSource, WeightNames};
 use crate::{LoadOptions, LoadedModel, ModelError, Result};
-use crate::matrix::Matrix;
 use candle_core::quantized::QTensor;
 use candle_core::{DType, Device, Tensor};
 use serde::Deserialize;
@@ -39,7 +39,9 @@ impl HfConfig {
             num_layers: self.num_hidden_layers,
             num_heads: self.num_attention_heads,
             num_kv_heads: self.num_key_value_heads.unwrap_or(self.num_attention_heads),
-            head_dim: self.head_dim.unwrap_or(self.hidden_size / self.num_attention_heads.max(1)),
+            head_dim: self
+                .head_dim
+                .unwrap_or(self.hidden_size / self.num_attention_heads.max(1)),
             rms_norm_eps: self.rms_norm_eps as f32,
             rope_theta: self.rope_theta.unwrap_or(10_000.0) as f32,
             // HF checkpoints keep q/k in the rotate-half layout for every family.
@@ -66,7 +68,10 @@ impl TensorSource for SafetensorsSource {
     }
 
     fn qtensor(&mut self, name: &str) -> Result<QTensor> {
-        Ok(QTensor::quantize(&self.dense(name)?, candle_core::quantized::GgmlDType::F32)?)
+        Ok(QTensor::quantize(
+            &self.dense(name)?,
+            candle_core::quantized::GgmlDType::F32,
+        )?)
     }
 
     fn matrix(&mut self, name: &str) -> Result<Matrix> {
@@ -80,7 +85,9 @@ impl TensorSource for SafetensorsSource {
 
 impl SafetensorsSource {
     fn get(&self, name: &str) -> Result<&Tensor> {
-        self.tensors.get(name).ok_or_else(|| ModelError::missing("tensor", name))
+        self.tensors
+            .get(name)
+            .ok_or_else(|| ModelError::missing("tensor", name))
     }
 }
 

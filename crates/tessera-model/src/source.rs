@@ -52,8 +52,13 @@ pub fn resolve_offline(spec: &str) -> std::result::Result<ModelLocation, Resolve
         spec: spec.to_string(),
         detail,
     };
-    let Some((org, name)) = spec.split_once('/').filter(|(o, n)| !o.is_empty() && !n.is_empty() && !n.contains('/')) else {
-        return Err(not_found("no such file or directory, and not an `org/name` hub id".into()));
+    let Some((org, name)) = spec
+        .split_once('/')
+        .filter(|(o, n)| !o.is_empty() && !n.is_empty() && !n.contains('/'))
+    else {
+        return Err(not_found(
+            "no such file or directory, and not an `org/name` hub id".into(),
+        ));
     };
     let cache = hf_hub_cache_dir().ok_or_else(|| not_found("no HF cache directory (set HF_HOME)".into()))?;
     let repo = cache.join(format!("models--{org}--{name}"));
@@ -75,7 +80,11 @@ fn snapshot_dir(repo: &Path) -> Option<PathBuf> {
             return Some(dir);
         }
     }
-    let mut dirs: Vec<PathBuf> = std::fs::read_dir(&snapshots).ok()?.filter_map(|e| e.ok().map(|e| e.path())).filter(|p| p.is_dir()).collect();
+    let mut dirs: Vec<PathBuf> = std::fs::read_dir(&snapshots)
+        .ok()?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.is_dir())
+        .collect();
     dirs.sort();
     dirs.pop()
 }
@@ -83,7 +92,12 @@ fn snapshot_dir(repo: &Path) -> Option<PathBuf> {
 /// A directory holding exactly one `.gguf` is that file; otherwise it is read as HF layout.
 fn classify_dir(dir: &Path) -> ModelLocation {
     let ggufs: Vec<PathBuf> = std::fs::read_dir(dir)
-        .map(|entries| entries.filter_map(|e| e.ok().map(|e| e.path())).filter(|p| p.extension().is_some_and(|x| x == "gguf")).collect())
+        .map(|entries| {
+            entries
+                .filter_map(|e| e.ok().map(|e| e.path()))
+                .filter(|p| p.extension().is_some_and(|x| x == "gguf"))
+                .collect()
+        })
         .unwrap_or_default();
     let has_config = dir.join("config.json").is_file();
     match ggufs.as_slice() {

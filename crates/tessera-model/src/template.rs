@@ -47,9 +47,12 @@ impl ChatTemplate {
     pub fn new(source: &str, bos: Option<&str>, eos: Option<&str>) -> Result<Self> {
         let mut env = Environment::new();
         env.set_unknown_method_callback(minijinja_contrib::pycompat::unknown_method_callback);
-        env.add_function("raise_exception", |message: String| -> std::result::Result<String, JinjaError> {
-            Err(JinjaError::new(ErrorKind::InvalidOperation, message))
-        });
+        env.add_function(
+            "raise_exception",
+            |message: String| -> std::result::Result<String, JinjaError> {
+                Err(JinjaError::new(ErrorKind::InvalidOperation, message))
+            },
+        );
         env.add_template_owned("chat", source.to_string())
             .map_err(|e| ModelError::Template(format!("compiling: {e}")))?;
         Ok(Self {
@@ -83,9 +86,7 @@ mod tests {
     #[test]
     fn chatml_renders_generation_prompt() {
         let template = ChatTemplate::new(CHATML_TEMPLATE, None, None).unwrap();
-        let text = template
-            .render(&[ChatMessage::new("user", "Hi")], true)
-            .unwrap();
+        let text = template.render(&[ChatMessage::new("user", "Hi")], true).unwrap();
         assert_eq!(text, "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n");
     }
 
@@ -93,7 +94,10 @@ mod tests {
     fn python_string_methods_and_raise_exception_work() {
         let source = "{% if messages[0]['role'] != 'user' %}{{ raise_exception('first must be user') }}{% endif %}{{ messages[0]['content'].strip() }}";
         let template = ChatTemplate::new(source, None, None).unwrap();
-        assert_eq!(template.render(&[ChatMessage::new("user", "  x ")], false).unwrap(), "x");
+        assert_eq!(
+            template.render(&[ChatMessage::new("user", "  x ")], false).unwrap(),
+            "x"
+        );
         let err = template.render(&[ChatMessage::new("system", "x")], false).unwrap_err();
         assert!(err.to_string().contains("first must be user"), "{err}");
     }

@@ -18,7 +18,8 @@ const TOKEN_TYPE_USER_DEFINED: i32 = 4;
 /// Llama 3's pre-tokenizer split pattern (also used by `llama-bpe` GGUFs).
 const LLAMA3_SPLIT: &str = r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+";
 /// Qwen2's pre-tokenizer split pattern.
-const QWEN2_SPLIT: &str = r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+";
+const QWEN2_SPLIT: &str =
+    r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+";
 
 /// The tokenizer section of a GGUF file, as read from its metadata.
 #[derive(Debug, Clone, Default)]
@@ -84,7 +85,14 @@ impl Tokenizer {
             bos: None,
             eos: None,
         };
-        for name in ["<|im_end|>", "<|eot_id|>", "<|end_of_text|>", "<|endoftext|>", "</s>", "<|end|>"] {
+        for name in [
+            "<|im_end|>",
+            "<|eot_id|>",
+            "<|end_of_text|>",
+            "<|endoftext|>",
+            "</s>",
+            "<|end|>",
+        ] {
             if let Some(id) = tokenizer.token_to_id(name) {
                 tokenizer.stop_ids.push(id);
             }
@@ -196,12 +204,8 @@ fn gguf_bpe_json(vocab: &GgufVocab) -> Result<Value> {
 
 /// The pre-tokenizer for a GGUF `tokenizer.ggml.pre` name.
 fn pre_tokenizer_json(pre: Option<&str>) -> Result<Value> {
-    let byte_level = |use_regex: bool| {
-        json!({"type": "ByteLevel", "add_prefix_space": false, "trim_offsets": true, "use_regex": use_regex})
-    };
-    let split = |pattern: &str| {
-        json!({"type": "Split", "pattern": {"Regex": pattern}, "behavior": "Isolated", "invert": false})
-    };
+    let byte_level = |use_regex: bool| json!({"type": "ByteLevel", "add_prefix_space": false, "trim_offsets": true, "use_regex": use_regex});
+    let split = |pattern: &str| json!({"type": "Split", "pattern": {"Regex": pattern}, "behavior": "Isolated", "invert": false});
     let sequence = |steps: Vec<Value>| json!({"type": "Sequence", "pretokenizers": steps});
     match pre.unwrap_or("gpt2") {
         "smollm" | "starcoder" | "refact" => Ok(sequence(vec![

@@ -2,9 +2,9 @@
 //! one table of checkpoint names per format.
 
 use crate::layers::{Linear, RmsNorm};
+use crate::matrix::Matrix;
 use crate::model::{Block, Model};
 use crate::{ModelConfig, ModelError, Result};
-use crate::matrix::Matrix;
 use candle_core::quantized::QTensor;
 use candle_core::{DType, Tensor};
 
@@ -85,8 +85,12 @@ pub(crate) fn build_model(config: ModelConfig, source: &mut dyn TensorSource, na
     let blocks = (0..config.num_layers)
         .map(|layer| load_block(&config, source, names, layer))
         .collect::<Result<Vec<_>>>()?;
-    let norm = RmsNorm::new(to_vec(&source.dense(names.norm)?)?, config.rms_norm_eps);
-    let head_name = if source.has(names.lm_head) { names.lm_head } else { names.embedding };
+    let norm = RmsNorm::new(vector(source, names.norm, config.hidden_size)?, config.rms_norm_eps);
+    let head_name = if source.has(names.lm_head) {
+        names.lm_head
+    } else {
+        names.embedding
+    };
     let lm_head = Linear::new(source.matrix(head_name)?, None)?;
     Model::new(config, embedding, blocks, norm, lm_head)
 }
@@ -94,7 +98,10 @@ pub(crate) fn build_model(config: ModelConfig, source: &mut dyn TensorSource, na
 fn load_block(config: &ModelConfig, source: &mut dyn TensorSource, names: &WeightNames, layer: usize) -> Result<Block> {
     let name = |pattern: &str| pattern.replace("{}", &layer.to_string());
     let (hidden, ffn) = (config.hidden_size, config.intermediate_size);
-    let (q_width, kv_width) = (config.num_heads * config.head_dim, config.num_kv_heads * config.head_dim);
+    let (q_width, kv_width) = (
+        config.num_heads * config.head_dim,
+        config.num_kv_heads * config.head_dim,
+    );
     // (index into names.layer, expected [out, in])
     let mut fused = |parts: &[(usize, usize, usize)], biases: Option<[usize; 3]>| -> Result<Linear> {
         let mut matrices = Vec::new();
@@ -102,7 +109,9 @@ fn load_block(config: &ModelConfig, source: &mut dyn TensorSource, names: &Weigh
             let weight_name = name(names.layer[index]);
             let shape = source.shape(&weight_name)?;
             if shape != [out, input] {
-                return Err(ModelError::InvalidConfig(format!("`{weight_name}` has shape {shape:?}, expected [{out}, {input}]")));
+                return Err(ModelError::InvalidConfig(format!(
+                    "`{weight_name}` has shape {shape:?}, expected [{out}, {input}]"
+                )));
             }
             matrices.push(source.matrix(&weight_name)?);
         }
@@ -112,7 +121,11 @@ fn load_block(config: &ModelConfig, source: &mut dyn TensorSource, names: &Weigh
                 for (i, &(_, out, _)) in indices.iter().zip(parts) {
                     let b = to_vec(&source.dense(&name(names.bias[*i]))?)?;
                     if b.len() != out {
-                        return Err(ModelError::InvalidConfig(format!("`{}` has {} values, expected {out}", name(names.bias[*i]), b.len())));
+                        return Err(ModelError::InvalidConfig(format!(
+                            "`{}` has {} values, expected {out}",
+                            name(names.bias[*i]),
+                            b.len()
+                        )));
                     }
                     bias.extend(b);
                 }
@@ -122,11 +135,19 @@ fn load_block(config: &ModelConfig, source: &mut dyn TensorSource, names: &Weigh
         };
         Linear::new(Matrix::concat_rows(matrices)?, bias)
     };
-    let qkv_proj = fused(&[(1, q_width, hidden), (2, kv_width, hidden), (3, kv_width, hidden)], Some([0, 1, 2]))?;
+    let qkv_proj = fused(
+        &[(1, q_width, hidden), (2, kv_width, hidden), (3, kv_width, hidden)],
+        Some([0, 1, 2]),
+    )?;
     let o_proj = fused(&[(4, hidden, q_width)], None)?;
     let gate_up_proj = fused(&[(6, ffn, hidden), (7, ffn, hidden)], None)?;
     let down_proj = fused(&[(8, hidden, ffn)], None)?;
-    let mut norm = |index: usize| -> Result<RmsNorm> { Ok(RmsNorm::new(to_vec(&source.dense(&name(names.layer[index]))?)?, config.rms_norm_eps)) };
+    let mut norm = |index: usize| -> Result<RmsNorm> {
+        Ok(RmsNorm::new(
+            to_vec(&source.dense(&name(names.layer[index]))?)?,
+            config.rms_norm_eps,
+        ))
+    };
     Ok(Block {
         attn_norm: norm(0)?,
         qkv_proj,
@@ -137,9 +158,24 @@ fn load_block(config: &ModelConfig, source: &mut dyn TensorSource, names: &Weigh
     })
 }
 
+/// A 1-D weight of exactly `len` values.
+fn vector(source: &mut dyn TensorSource, name: &str, len: usize) -> Result<Vec<f32>> {
+    let values = to_vec(&source.dense(name)?)?;
+    if values.len() != len {
+        return Err(ModelError::InvalidConfig(format!(
+            "`{name}` has {} values, expected {len}",
+            values.len()
+        )));
+    }
+    Ok(values)
+}
+
 fn check_shape(name: &str, tensor: &Tensor, want: &[usize]) -> Result<()> {
     if tensor.dims() != want {
-        return Err(ModelError::InvalidConfig(format!("`{name}` has shape {:?}, expected {want:?}", tensor.dims())));
+        return Err(ModelError::InvalidConfig(format!(
+            "`{name}` has shape {:?}, expected {want:?}",
+            tensor.dims()
+        )));
     }
     Ok(())
 }

@@ -16,13 +16,20 @@ fn all_masked_is_an_error_not_a_draw() {
     let mut greedy = sampler(SamplingParams::default());
     let mut logits = [f32::NEG_INFINITY; 4];
     assert_eq!(greedy.sample(&mut logits, &[]), Err(SamplingError::NothingToSample));
-    let mut hot = sampler(SamplingParams { temperature: 1.0, ..Default::default() });
+    let mut hot = sampler(SamplingParams {
+        temperature: 1.0,
+        ..Default::default()
+    });
     assert_eq!(hot.sample(&mut logits, &[]), Err(SamplingError::NothingToSample));
 }
 
 #[test]
 fn masked_tokens_are_never_drawn() {
-    let mut s = sampler(SamplingParams { temperature: 5.0, seed: 7, ..Default::default() });
+    let mut s = sampler(SamplingParams {
+        temperature: 5.0,
+        seed: 7,
+        ..Default::default()
+    });
     for _ in 0..2000 {
         let mut logits = [1.0, f32::NEG_INFINITY, 1.0, f32::NEG_INFINITY];
         let token = s.sample(&mut logits, &[]).unwrap();
@@ -33,7 +40,11 @@ fn masked_tokens_are_never_drawn() {
 #[test]
 fn same_seed_same_tokens() {
     let draw = |seed| {
-        let mut s = sampler(SamplingParams { temperature: 1.0, seed, ..Default::default() });
+        let mut s = sampler(SamplingParams {
+            temperature: 1.0,
+            seed,
+            ..Default::default()
+        });
         (0..50)
             .map(|_| s.sample(&mut [0.0, 0.1, 0.2, 0.3, 0.4], &[]).unwrap())
             .collect::<Vec<_>>()
@@ -44,7 +55,12 @@ fn same_seed_same_tokens() {
 
 #[test]
 fn top_k_one_is_greedy_and_top_k_limits_support() {
-    let mut s = sampler(SamplingParams { temperature: 2.0, top_k: 2, seed: 1, ..Default::default() });
+    let mut s = sampler(SamplingParams {
+        temperature: 2.0,
+        top_k: 2,
+        seed: 1,
+        ..Default::default()
+    });
     for _ in 0..500 {
         let token = s.sample(&mut [3.0, 0.0, 2.9, 1.0], &[]).unwrap();
         assert!(token == 0 || token == 2);
@@ -54,7 +70,12 @@ fn top_k_one_is_greedy_and_top_k_limits_support() {
 #[test]
 fn top_p_keeps_the_smallest_sufficient_prefix() {
     // probabilities ≈ [0.64, 0.24, 0.09, 0.03]: top_p 0.6 keeps only token 0
-    let mut s = sampler(SamplingParams { temperature: 1.0, top_p: 0.6, seed: 5, ..Default::default() });
+    let mut s = sampler(SamplingParams {
+        temperature: 1.0,
+        top_p: 0.6,
+        seed: 5,
+        ..Default::default()
+    });
     for _ in 0..200 {
         assert_eq!(s.sample(&mut [3.0, 2.0, 1.0, 0.0], &[]).unwrap(), 0);
     }
@@ -63,7 +84,12 @@ fn top_p_keeps_the_smallest_sufficient_prefix() {
 #[test]
 fn min_p_drops_unlikely_tokens() {
     // p(1)/p(0) = e^-1 ≈ 0.37 survives min_p 0.3; p(2)/p(0) = e^-4 does not
-    let mut s = sampler(SamplingParams { temperature: 1.0, min_p: 0.3, seed: 9, ..Default::default() });
+    let mut s = sampler(SamplingParams {
+        temperature: 1.0,
+        min_p: 0.3,
+        seed: 9,
+        ..Default::default()
+    });
     let mut seen = [false; 3];
     for _ in 0..2000 {
         seen[s.sample(&mut [4.0, 3.0, 0.0], &[]).unwrap() as usize] = true;
@@ -81,11 +107,41 @@ fn repetition_penalty_shrinks_seen_tokens_once() {
 #[test]
 fn invalid_parameters_name_the_field() {
     let cases = [
-        (SamplingParams { temperature: -1.0, ..Default::default() }, "temperature"),
-        (SamplingParams { temperature: f32::NAN, ..Default::default() }, "temperature"),
-        (SamplingParams { top_p: 0.0, ..Default::default() }, "top_p"),
-        (SamplingParams { min_p: 1.5, ..Default::default() }, "min_p"),
-        (SamplingParams { repetition_penalty: 0.0, ..Default::default() }, "repetition_penalty"),
+        (
+            SamplingParams {
+                temperature: -1.0,
+                ..Default::default()
+            },
+            "temperature",
+        ),
+        (
+            SamplingParams {
+                temperature: f32::NAN,
+                ..Default::default()
+            },
+            "temperature",
+        ),
+        (
+            SamplingParams {
+                top_p: 0.0,
+                ..Default::default()
+            },
+            "top_p",
+        ),
+        (
+            SamplingParams {
+                min_p: 1.5,
+                ..Default::default()
+            },
+            "min_p",
+        ),
+        (
+            SamplingParams {
+                repetition_penalty: 0.0,
+                ..Default::default()
+            },
+            "repetition_penalty",
+        ),
     ];
     for (params, field) in cases {
         match Sampler::new(params) {

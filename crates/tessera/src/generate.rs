@@ -86,7 +86,10 @@ pub fn run(args: GenerateArgs) -> Result<()> {
     }
     let context = loaded.model.config().max_context;
     if prompt.len() >= context {
-        bail!("the prompt is {} tokens, over the model's context of {context} tokens (one is needed to generate)", prompt.len());
+        bail!(
+            "the prompt is {} tokens, over the model's context of {context} tokens (one is needed to generate)",
+            prompt.len()
+        );
     }
     let budget = (prompt.len() + args.max_tokens).min(context);
     let blocks = budget.div_ceil(DEFAULT_BLOCK_SIZE);
@@ -117,7 +120,10 @@ fn read_prompt(given: Option<&str>) -> Result<String> {
         bail!("no prompt: pass --prompt \"…\" or pipe text on stdin");
     }
     let mut text = String::new();
-    stdin.lock().read_to_string(&mut text).context("reading the prompt from stdin")?;
+    stdin
+        .lock()
+        .read_to_string(&mut text)
+        .context("reading the prompt from stdin")?;
     Ok(text)
 }
 

@@ -15,7 +15,7 @@ use std::process::ExitCode;
 struct Cli {
     #[command(subcommand)]
     command: Command,
-    /// Worker threads for the CPU kernels (default: the number of physical cores).
+    /// Worker threads for the CPU kernels (default: the cores available to this process).
     #[arg(long, global = true, env = "TESSERA_THREADS")]
     threads: Option<usize>,
     /// Log filter, e.g. `info` or `tessera_model=debug` (also read from RUST_LOG).

@@ -64,7 +64,9 @@ fn locate(args: &ModelArgs) -> Result<ModelLocation> {
     };
     match tessera_model::resolve_offline(spec) {
         Ok(location) => Ok(location),
-        Err(error) if args.allow_download && looks_like_hub_id(spec) => download(spec).with_context(|| error.to_string()),
+        Err(error) if args.allow_download && looks_like_hub_id(spec) => {
+            download(spec).with_context(|| error.to_string())
+        }
         Err(error) => Err(error.into()),
     }
 }
@@ -97,7 +99,10 @@ fn default_model() -> Result<PathBuf> {
     eprintln!("tessera: the default model is not present; fetching it (about 93 MB, once)");
     run_fetch_script(&script)?;
     if !path.is_file() {
-        bail!("scripts/fetch-model.sh finished but {} is still missing", path.display());
+        bail!(
+            "scripts/fetch-model.sh finished but {} is still missing",
+            path.display()
+        );
     }
     Ok(path)
 }
@@ -139,7 +144,10 @@ fn truncate(text: &str, max: usize) -> String {
 
 fn spinner(message: &str) -> ProgressBar {
     let bar = ProgressBar::new_spinner();
-    bar.set_style(ProgressStyle::with_template("{spinner} {msg} [{elapsed}]").unwrap_or_else(|_| ProgressStyle::default_spinner()));
+    bar.set_style(
+        ProgressStyle::with_template("{spinner} {msg} [{elapsed}]")
+            .unwrap_or_else(|_| ProgressStyle::default_spinner()),
+    );
     bar.set_message(message.to_string());
     bar.enable_steady_tick(Duration::from_millis(120));
     bar
@@ -148,7 +156,10 @@ fn spinner(message: &str) -> ProgressBar {
 #[cfg(feature = "hub")]
 fn download(id: &str) -> Result<ModelLocation> {
     use hf_hub::api::sync::ApiBuilder;
-    let api = ApiBuilder::from_env().with_progress(true).build().context("starting the Hugging Face Hub client")?;
+    let api = ApiBuilder::from_env()
+        .with_progress(true)
+        .build()
+        .context("starting the Hugging Face Hub client")?;
     let repo = api.model(id.to_string());
     let fetch = |file: &str| repo.get(file).with_context(|| format!("downloading {id}/{file}"));
     let config = fetch("config.json")?;
@@ -172,7 +183,9 @@ fn download(id: &str) -> Result<ModelLocation> {
             fetch("model.safetensors")?;
         }
     }
-    let dir = config.parent().context("downloaded config.json has no parent directory")?;
+    let dir = config
+        .parent()
+        .context("downloaded config.json has no parent directory")?;
     Ok(ModelLocation::HfDir(dir.to_path_buf()))
 }
 

@@ -11,9 +11,17 @@ fn tessera(args: &[&str]) -> Output {
         .expect("running the tessera binary")
 }
 
+/// `$TESSERA_MODELS_DIR` (as CI sets it) or the checkout's `models/`.
 fn real_model() -> String {
-    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../models/SmolLM2-135M-Instruct.Q4_1.gguf");
-    assert!(path.is_file(), "the real model is missing at {}: run scripts/fetch-model.sh", path.display());
+    let dir = std::env::var_os("TESSERA_MODELS_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../models"));
+    let path = dir.join("SmolLM2-135M-Instruct.Q4_1.gguf");
+    assert!(
+        path.is_file(),
+        "the real model is missing at {}: run scripts/fetch-model.sh",
+        path.display()
+    );
     path.to_string_lossy().into_owned()
 }
 
@@ -28,7 +36,10 @@ fn temp_file(name: &str, bytes: &[u8]) -> PathBuf {
 /// Assert a clean failure whose stderr mentions every `needle`.
 fn check_fails(output: Output, needles: &[&str]) {
     let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(!output.status.success(), "expected failure, got success; stderr: {stderr}");
+    assert!(
+        !output.status.success(),
+        "expected failure, got success; stderr: {stderr}"
+    );
     assert!(!stderr.contains("panicked"), "panicked: {stderr}");
     for needle in needles {
         assert!(stderr.contains(needle), "stderr lacks {needle:?}: {stderr}");
@@ -37,20 +48,29 @@ fn check_fails(output: Output, needles: &[&str]) {
 
 #[test]
 fn missing_model_file() {
-    check_fails(tessera(&["generate", "--model", "/nonexistent/model.gguf", "-p", "hi"]), &["/nonexistent/model.gguf", "not found"]);
+    check_fails(
+        tessera(&["generate", "--model", "/nonexistent/model.gguf", "-p", "hi"]),
+        &["/nonexistent/model.gguf", "not found"],
+    );
 }
 
 #[test]
 fn corrupt_model_file() {
     let path = temp_file("garbage.gguf", &[0x13u8; 4096]);
-    check_fails(tessera(&["generate", "--model", path.to_str().unwrap(), "-p", "hi"]), &["not a valid GGUF file"]);
+    check_fails(
+        tessera(&["generate", "--model", path.to_str().unwrap(), "-p", "hi"]),
+        &["not a valid GGUF file"],
+    );
 }
 
 #[test]
 fn truncated_model_file() {
     let bytes = std::fs::read(real_model()).unwrap();
     let path = temp_file("truncated.gguf", &bytes[..bytes.len() / 3]);
-    check_fails(tessera(&["generate", "--model", path.to_str().unwrap(), "-p", "hi"]), &["truncated.gguf", "GGUF"]);
+    check_fails(
+        tessera(&["generate", "--model", path.to_str().unwrap(), "-p", "hi"]),
+        &["truncated.gguf", "GGUF"],
+    );
 }
 
 #[test]
@@ -58,29 +78,61 @@ fn unknown_architecture() {
     use candle_core::quantized::gguf_file::{write, Value};
     let path = std::env::temp_dir().join(format!("tessera-arch-{}.gguf", std::process::id()));
     let arch = Value::String("gpt2".into());
-    write(&mut std::fs::File::create(&path).unwrap(), &[("general.architecture", &arch)], &[]).unwrap();
-    check_fails(tessera(&["generate", "--model", path.to_str().unwrap(), "-p", "hi"]), &["unsupported architecture `gpt2`"]);
+    write(
+        &mut std::fs::File::create(&path).unwrap(),
+        &[("general.architecture", &arch)],
+        &[],
+    )
+    .unwrap();
+    check_fails(
+        tessera(&["generate", "--model", path.to_str().unwrap(), "-p", "hi"]),
+        &["unsupported architecture `gpt2`"],
+    );
     std::fs::remove_file(&path).ok();
 }
 
 #[test]
 fn prompt_longer_than_the_context() {
     let prompt = "word ".repeat(9000);
-    check_fails(tessera(&["generate", "--model", &real_model(), "-p", &prompt]), &["over the model's context of 8192 tokens"]);
+    check_fails(
+        tessera(&["generate", "--model", &real_model(), "-p", &prompt]),
+        &["over the model's context of 8192 tokens"],
+    );
 }
 
 #[test]
 fn invalid_sampling_values_name_the_field() {
     let model = real_model();
-    check_fails(tessera(&["generate", "--model", &model, "-p", "hi", "--temperature=-1"]), &["temperature"]);
-    check_fails(tessera(&["generate", "--model", &model, "-p", "hi", "--top-p", "0"]), &["top_p", "(0, 1]"]);
-    check_fails(tessera(&["generate", "--model", &model, "-p", "hi", "--max-tokens", "0"]), &["--max-tokens"]);
-    check_fails(tessera(&["generate", "--model", &model, "-p", "hi", "--temperature", "abc"]), &["--temperature"]);
+    check_fails(
+        tessera(&["generate", "--model", &model, "-p", "hi", "--temperature=-1"]),
+        &["temperature"],
+    );
+    check_fails(
+        tessera(&["generate", "--model", &model, "-p", "hi", "--top-p", "0"]),
+        &["top_p", "(0, 1]"],
+    );
+    check_fails(
+        tessera(&["generate", "--model", &model, "-p", "hi", "--max-tokens", "0"]),
+        &["--max-tokens"],
+    );
+    check_fails(
+        tessera(&["generate", "--model", &model, "-p", "hi", "--temperature", "abc"]),
+        &["--temperature"],
+    );
 }
 
 #[test]
 fn generate_streams_the_answer_and_reports_speed() {
-    let output = tessera(&["generate", "--model", &real_model(), "--chat", "-p", "Name the capital of France in one sentence.", "--max-tokens", "16"]);
+    let output = tessera(&[
+        "generate",
+        "--model",
+        &real_model(),
+        "--chat",
+        "-p",
+        "Name the capital of France in one sentence.",
+        "--max-tokens",
+        "16",
+    ]);
     let stdout = String::from_utf8_lossy(&output.stdout);
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(output.status.success(), "{stderr}");

@@ -41,7 +41,10 @@ fn fixture(case: &Case) -> Fixture {
     let mut order: Vec<u32> = (0..l.num_blocks as u32).collect();
     order.sort_by_key(|b| (b.wrapping_mul(2654435761)) % 1009);
     let mut next = order.into_iter().map(BlockId);
-    let mut kv = LayerKv { keys: vec![f32::NAN; l.num_blocks * l.block_len()], values: vec![f32::NAN; l.num_blocks * l.block_len()] };
+    let mut kv = LayerKv {
+        keys: vec![f32::NAN; l.num_blocks * l.block_len()],
+        values: vec![f32::NAN; l.num_blocks * l.block_len()],
+    };
     let (mut dense_k, mut dense_v, mut tables) = (vec![], vec![], vec![]);
     for (s, &(first, n)) in case.seqs.iter().enumerate() {
         let len = first + n;
@@ -62,7 +65,13 @@ fn fixture(case: &Case) -> Fixture {
     }
     let rows: usize = case.seqs.iter().map(|s| s.1).sum();
     let q = noise(7, rows * case.num_heads * l.head_dim);
-    Fixture { dense_k, dense_v, tables, kv, q }
+    Fixture {
+        dense_k,
+        dense_v,
+        tables,
+        kv,
+        q,
+    }
 }
 
 fn naive(case: &Case, f: &Fixture) -> Vec<f32> {
@@ -77,15 +86,22 @@ fn naive(case: &Case, f: &Fixture) -> Vec<f32> {
                 let kvh = h / group;
                 let qv = &f.q[(r * case.num_heads + h) * dim..][..dim];
                 let scores: Vec<f32> = (0..=first + i)
-                    .map(|p| qv.iter().zip(&f.dense_k[s][p * row + kvh * dim..][..dim]).map(|(a, b)| a * b).sum::<f32>() * scale)
+                    .map(|p| {
+                        qv.iter()
+                            .zip(&f.dense_k[s][p * row + kvh * dim..][..dim])
+                            .map(|(a, b)| a * b)
+                            .sum::<f32>()
+                            * scale
+                    })
                     .collect();
                 let max = scores.iter().cloned().fold(f32::NEG_INFINITY, f32::max);
                 let weights: Vec<f32> = scores.iter().map(|x| (x - max).exp()).collect();
                 let sum: f32 = weights.iter().sum();
                 let dst = &mut out[(r * case.num_heads + h) * dim..][..dim];
                 for (p, w) in weights.iter().enumerate() {
-                    for d in 0..dim {
-                        dst[d] += w / sum * f.dense_v[s][p * row + kvh * dim + d];
+                    let v_row = &f.dense_v[s][p * row + kvh * dim..][..dim];
+                    for (out_value, v) in dst.iter_mut().zip(v_row) {
+                        *out_value += w / sum * v;
                     }
                 }
             }
@@ -102,12 +118,20 @@ fn paged(case: &Case, f: &Fixture, tables: &[Vec<BlockId>]) -> Vec<f32> {
         .iter()
         .zip(tables)
         .map(|(&(first_pos, num_queries), blocks)| {
-            let seq = AttentionSeq { first_row, num_queries, first_pos, blocks };
+            let seq = AttentionSeq {
+                first_row,
+                num_queries,
+                first_pos,
+                blocks,
+            };
             first_row += num_queries;
             seq
         })
         .collect();
-    let shape = AttentionShape { num_heads: case.num_heads, scale: 1.0 / (case.layout.head_dim as f32).sqrt() };
+    let shape = AttentionShape {
+        num_heads: case.num_heads,
+        scale: 1.0 / (case.layout.head_dim as f32).sqrt(),
+    };
     let mut out = vec![0f32; f.q.len()];
     paged_attention(shape, case.layout, &seqs, &f.q, &f.kv, &mut out);
     out
@@ -118,16 +142,37 @@ fn max_diff(a: &[f32], b: &[f32]) -> f32 {
 }
 
 fn cases() -> Vec<Case> {
-    let layout = |num_kv_heads, head_dim, block_size| KvLayout { num_blocks: 96, block_size, num_kv_heads, head_dim };
+    let layout = |num_kv_heads, head_dim, block_size| KvLayout {
+        num_blocks: 96,
+        block_size,
+        num_kv_heads,
+        head_dim,
+    };
     vec![
         // one decode token deep in a context: partitioned path
-        Case { layout: layout(3, 64, 16), num_heads: 9, seqs: vec![(700, 1)] },
+        Case {
+            layout: layout(3, 64, 16),
+            num_heads: 9,
+            seqs: vec![(700, 1)],
+        },
         // a ragged batch: prefill chunk mid-block, decode, prefill from 0
-        Case { layout: layout(2, 24, 16), num_heads: 8, seqs: vec![(5, 30), (40, 1), (0, 17)] },
+        Case {
+            layout: layout(2, 24, 16),
+            num_heads: 8,
+            seqs: vec![(5, 30), (40, 1), (0, 17)],
+        },
         // odd block size and head_dim, no GQA
-        Case { layout: layout(4, 20, 5), num_heads: 4, seqs: vec![(3, 9), (0, 1)] },
+        Case {
+            layout: layout(4, 20, 5),
+            num_heads: 4,
+            seqs: vec![(3, 9), (0, 1)],
+        },
         // block size larger than the score tile
-        Case { layout: layout(1, 8, 100), num_heads: 2, seqs: vec![(150, 3)] },
+        Case {
+            layout: layout(1, 8, 100),
+            num_heads: 2,
+            seqs: vec![(150, 3)],
+        },
     ]
 }
 
@@ -149,11 +194,19 @@ fn paged_matches_naive_on_both_simd_paths() {
 #[test]
 fn shuffled_block_tables_change_the_output() {
     // The kernel must read through the table: a permuted table is a different context.
-    for case in cases().iter().filter(|c| c.seqs.iter().any(|&(p, n)| (p + n) > c.layout.block_size)) {
+    for case in cases()
+        .iter()
+        .filter(|c| c.seqs.iter().any(|&(p, n)| (p + n) > c.layout.block_size))
+    {
         let mut f = fixture(case);
         // Unused slots hold NaN (to catch out-of-context reads); zero them so a
         // permuted table reads defined values.
-        for value in f.kv.keys.iter_mut().chain(f.kv.values.iter_mut()).filter(|v| v.is_nan()) {
+        for value in
+            f.kv.keys
+                .iter_mut()
+                .chain(f.kv.values.iter_mut())
+                .filter(|v| v.is_nan())
+        {
             *value = 0.0;
         }
         let shuffled: Vec<Vec<BlockId>> = f.tables.iter().map(|t| t.iter().rev().copied().collect()).collect();
