@@ -1,8 +1,9 @@
-//! The safetensors (HF layout) path on a tiny random Llama written by the test
-//! itself, checked against candle-transformers' dense `llama` on the same files.
+//! The safetensors (HF layout) path on tiny random models written by the test
+//! itself, checked against candle-transformers' dense `llama` and `qwen2`
+//! (q/k/v biases, tied embeddings) on the same files.
 
 use candle_core::{DType, Device, Tensor};
-use candle_transformers::models::llama as reference;
+use candle_transformers::models::{llama as reference, qwen2};
 use std::collections::HashMap;
 use std::path::Path;
 use tessera_kv::BlockPool;
@@ -28,13 +29,22 @@ fn random(seed: u64, n: usize, scale: f32) -> Vec<f32> {
         .collect()
 }
 
-fn write_tiny_llama(dir: &Path) {
+/// Which tiny model to write: Llama (separate LM head) or Qwen2 (q/k/v biases, tied LM head).
+#[derive(Clone, Copy, PartialEq)]
+enum Family {
+    Llama,
+    Qwen2,
+}
+
+fn write_tiny_model(dir: &Path, family: Family) {
+    let qwen = family == Family::Qwen2;
     let config = serde_json::json!({
-        "model_type": "llama", "architectures": ["LlamaForCausalLM"],
+        "model_type": if qwen { "qwen2" } else { "llama" },
         "vocab_size": VOCAB, "hidden_size": HIDDEN, "intermediate_size": FFN,
         "num_hidden_layers": LAYERS, "num_attention_heads": HEADS, "num_key_value_heads": KV_HEADS,
         "rms_norm_eps": 1e-5, "rope_theta": 10000.0, "max_position_embeddings": 256,
-        "tie_word_embeddings": false,
+        "tie_word_embeddings": qwen, "sliding_window": 256, "max_window_layers": LAYERS,
+        "use_sliding_window": false, "hidden_act": "silu",
     });
     std::fs::write(dir.join("config.json"), config.to_string()).unwrap();
     let vocab: serde_json::Map<String, serde_json::Value> = (0..VOCAB).map(|i| (format!("t{i}"), i.into())).collect();
@@ -65,7 +75,9 @@ fn write_tiny_llama(dir: &Path) {
     };
     add("model.embed_tokens.weight".into(), &[VOCAB, HIDDEN], 1.0);
     add("model.norm.weight".into(), &[HIDDEN], 0.0);
-    add("lm_head.weight".into(), &[VOCAB, HIDDEN], 0.3);
+    if !qwen {
+        add("lm_head.weight".into(), &[VOCAB, HIDDEN], 0.3);
+    }
     for l in 0..LAYERS {
         let p = format!("model.layers.{l}");
         add(format!("{p}.input_layernorm.weight"), &[HIDDEN], 0.0);
@@ -81,6 +93,11 @@ fn write_tiny_llama(dir: &Path) {
             &[KV_HEADS * head_dim, HIDDEN],
             0.3,
         );
+        if qwen {
+            add(format!("{p}.self_attn.q_proj.bias"), &[HEADS * head_dim], 0.5);
+            add(format!("{p}.self_attn.k_proj.bias"), &[KV_HEADS * head_dim], 0.5);
+            add(format!("{p}.self_attn.v_proj.bias"), &[KV_HEADS * head_dim], 0.5);
+        }
         add(format!("{p}.self_attn.o_proj.weight"), &[HIDDEN, HEADS * head_dim], 0.3);
         add(format!("{p}.mlp.gate_proj.weight"), &[FFN, HIDDEN], 0.3);
         add(format!("{p}.mlp.up_proj.weight"), &[FFN, HIDDEN], 0.3);
@@ -89,8 +106,32 @@ fn write_tiny_llama(dir: &Path) {
     candle_core::safetensors::save(&tensors, dir.join("model.safetensors")).unwrap();
 }
 
-/// candle-transformers' dense llama: last-position logits after feeding `tokens` one by one.
-fn reference_last_logits(dir: &Path, tokens: &[u32]) -> Vec<Vec<f32>> {
+/// candle-transformers' dense qwen2: logits at every position, feeding one token at a time.
+fn qwen2_reference_logits(dir: &Path, tokens: &[u32]) -> Vec<Vec<f32>> {
+    let text = std::fs::read_to_string(dir.join("config.json")).unwrap();
+    let config: qwen2::Config = serde_json::from_str(&text).unwrap();
+    let weights = [dir.join("model.safetensors")];
+    // SAFETY: the file was just written by this test and is not modified while mapped.
+    let vb = unsafe { candle_nn::VarBuilder::from_mmaped_safetensors(&weights, DType::F32, &Device::Cpu).unwrap() };
+    let mut model = qwen2::ModelForCausalLM::new(&config, vb).unwrap();
+    tokens
+        .iter()
+        .enumerate()
+        .map(|(pos, &t)| {
+            let input = Tensor::new(&[[t]], &Device::Cpu).unwrap();
+            model
+                .forward(&input, pos)
+                .unwrap()
+                .flatten_all()
+                .unwrap()
+                .to_vec1::<f32>()
+                .unwrap()
+        })
+        .collect()
+}
+
+/// candle-transformers' dense llama: logits at every position, feeding one token at a time.
+fn llama_reference_logits(dir: &Path, tokens: &[u32]) -> Vec<Vec<f32>> {
     let text = std::fs::read_to_string(dir.join("config.json")).unwrap();
     let config: reference::LlamaConfig = serde_json::from_str(&text).unwrap();
     let config = config.into_config(false);
@@ -115,36 +156,34 @@ fn reference_last_logits(dir: &Path, tokens: &[u32]) -> Vec<Vec<f32>> {
         .collect()
 }
 
-#[test]
-fn tiny_safetensors_llama_matches_candle_llama() {
-    let dir = std::env::temp_dir().join(format!("tessera-tiny-{}", std::process::id()));
+/// Load the tiny model of `family` with Tessera and compare every position with the reference.
+fn check_family(family: Family) {
+    let dir = std::env::temp_dir().join(format!("tessera-tiny-{}-{}", family as u8, std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
-    write_tiny_llama(&dir);
+    write_tiny_model(&dir, family);
     let loaded = LoadedModel::load(&ModelLocation::HfDir(dir.clone()), &LoadOptions::default()).unwrap();
     let tokens = loaded
         .tokenizer
         .encode("t1 t5 t9 t63 t2 t2 t7 t30 t31 t4 t18 t11 t12 t13 t40 t41 t42 t43 t3")
         .unwrap();
     assert_eq!(tokens.len(), 19);
-    let want = reference_last_logits(&dir, &tokens);
+    let want = match family {
+        Family::Llama => llama_reference_logits(&dir, &tokens),
+        Family::Qwen2 => qwen2_reference_logits(&dir, &tokens),
+    };
 
     let blocks = 8;
     let mut pool = BlockPool::new(blocks, 4); // block size 4: the prompt spans several blocks
     let mut kv = KvCache::new(loaded.model.config(), blocks, 4).unwrap();
     let mut seq = Sequence::new();
-    let got = seq
-        .feed(
-            Runtime {
-                model: &loaded.model,
-                pool: &mut pool,
-                kv: &mut kv,
-            },
-            &tokens,
-            7,
-            LogitsFor::All,
-        )
-        .unwrap();
+    let runtime = Runtime {
+        model: &loaded.model,
+        pool: &mut pool,
+        kv: &mut kv,
+    };
+    let got = seq.feed(runtime, &tokens, 7, LogitsFor::All).unwrap();
     seq.release(&mut pool);
+    assert_eq!(pool.num_free(), blocks);
     std::fs::remove_dir_all(&dir).ok();
     for (pos, want_row) in want.iter().enumerate() {
         let diff = want_row
@@ -154,6 +193,16 @@ fn tiny_safetensors_llama_matches_candle_llama() {
             .fold(0f32, f32::max);
         assert!(diff < 1e-4, "position {pos}: max |Δlogit| {diff}");
     }
+}
+
+#[test]
+fn tiny_safetensors_llama_matches_candle_llama() {
+    check_family(Family::Llama);
+}
+
+#[test]
+fn tiny_safetensors_qwen2_matches_candle_qwen2() {
+    check_family(Family::Qwen2);
 }
 
 #[test]

@@ -34,7 +34,7 @@ pub use kv_cache::{KvCache, KvLayout, LayerKv};
 pub use model::Model;
 pub use safetensors::HfDir;
 pub use sequence::{Runtime, Sequence};
-pub use source::{hf_hub_cache_dir, load_spec, resolve_offline, ModelLocation, ResolveError};
+pub use source::{hf_hub_cache_dir, load_spec, resolve_offline, resolve_offline_in, ModelLocation, ResolveError};
 pub use template::{ChatMessage, ChatTemplate, CHATML_TEMPLATE};
 pub use tokenizer::{GgufVocab, TextStream, Tokenizer};
 

@@ -39,8 +39,14 @@ pub fn hf_hub_cache_dir() -> Option<PathBuf> {
     std::env::var_os("HOME").map(|home| PathBuf::from(home).join(".cache/huggingface/hub"))
 }
 
-/// Resolve `spec` (a path or an `org/name` id) without the network.
+/// Resolve `spec` (a path or an `org/name` id) without the network, in the
+/// default HF cache ([`hf_hub_cache_dir`]).
 pub fn resolve_offline(spec: &str) -> std::result::Result<ModelLocation, ResolveError> {
+    resolve_offline_in(spec, hf_hub_cache_dir())
+}
+
+/// [`resolve_offline`] against a given HF cache directory (`None`: no cache known).
+pub fn resolve_offline_in(spec: &str, cache: Option<PathBuf>) -> std::result::Result<ModelLocation, ResolveError> {
     let path = Path::new(spec);
     if path.is_file() {
         return Ok(ModelLocation::Gguf(path.to_path_buf()));
@@ -60,7 +66,7 @@ pub fn resolve_offline(spec: &str) -> std::result::Result<ModelLocation, Resolve
             "no such file or directory, and not an `org/name` hub id".into(),
         ));
     };
-    let cache = hf_hub_cache_dir().ok_or_else(|| not_found("no HF cache directory (set HF_HOME)".into()))?;
+    let cache = cache.ok_or_else(|| not_found("no HF cache directory (set HF_HOME)".into()))?;
     let repo = cache.join(format!("models--{org}--{name}"));
     let snapshot = snapshot_dir(&repo).ok_or_else(|| {
         not_found(format!(
@@ -115,4 +121,58 @@ impl From<ResolveError> for ModelError {
 /// Resolve and load in one step.
 pub fn load_spec(spec: &str, options: &crate::LoadOptions) -> Result<crate::LoadedModel> {
     crate::LoadedModel::load(&resolve_offline(spec)?, options)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn temp_dir(name: &str) -> PathBuf {
+        let dir = std::env::temp_dir().join(format!("tessera-source-{name}-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        dir
+    }
+
+    #[test]
+    fn hub_id_resolves_to_the_snapshot_refs_main_names() {
+        // hub/models--org--tiny/{refs/main = "abc", snapshots/abc/{config.json,...}}
+        let cache = temp_dir("hub");
+        let repo = cache.join("models--org--tiny");
+        std::fs::create_dir_all(repo.join("refs")).unwrap();
+        std::fs::create_dir_all(repo.join("snapshots/old")).unwrap();
+        std::fs::create_dir_all(repo.join("snapshots/abc")).unwrap();
+        std::fs::write(repo.join("refs/main"), "abc\n").unwrap();
+        std::fs::write(repo.join("snapshots/abc/config.json"), "{}").unwrap();
+        let location = resolve_offline_in("org/tiny", Some(cache.clone())).unwrap();
+        assert_eq!(location, ModelLocation::HfDir(repo.join("snapshots/abc")));
+        std::fs::remove_dir_all(&cache).ok();
+    }
+
+    #[test]
+    fn a_single_gguf_in_a_snapshot_is_that_file() {
+        let cache = temp_dir("gguf");
+        let snapshot = cache.join("models--org--q/snapshots/r1");
+        std::fs::create_dir_all(&snapshot).unwrap();
+        std::fs::write(snapshot.join("m.Q4_0.gguf"), b"GGUF").unwrap();
+        let location = resolve_offline_in("org/q", Some(cache.clone())).unwrap();
+        assert_eq!(location, ModelLocation::Gguf(snapshot.join("m.Q4_0.gguf")));
+        std::fs::remove_dir_all(&cache).ok();
+    }
+
+    #[test]
+    fn missing_ids_and_paths_say_what_was_looked_at() {
+        let cache = temp_dir("empty");
+        let error = resolve_offline_in("org/absent", Some(cache.clone()))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            error.contains("models--org--absent") && error.contains("--allow-download"),
+            "{error}"
+        );
+        let error = resolve_offline_in("no/such/path.gguf", Some(cache.clone()))
+            .unwrap_err()
+            .to_string();
+        assert!(error.contains("no such file"), "{error}");
+        std::fs::remove_dir_all(&cache).ok();
+    }
 }
