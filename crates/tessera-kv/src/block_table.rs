@@ -86,6 +86,14 @@ impl BlockTable {
         Ok(())
     }
 
+    /// Append a freshly allocated block (already holding one reference for this
+    /// table) whose first `rows` slots are filled, e.g. by a copy-on-write.
+    /// The table must end on a block boundary.
+    pub fn push_owned(&mut self, block: BlockId, rows: usize, block_size: usize) {
+        self.num_tokens = self.blocks.len() * block_size + rows.min(block_size);
+        self.blocks.push(block);
+    }
+
     /// The slot of logical position `position`, if the table covers it.
     pub fn slot(&self, position: usize, block_size: usize) -> Option<Slot> {
         if position >= self.num_tokens {
@@ -99,9 +107,11 @@ impl BlockTable {
     }
 
     /// Drop this table's reference to each of its blocks, leaving it empty.
+    /// Blocks are released last first, so a prefix's deeper blocks enter the
+    /// LRU before (and are evicted before) the blocks they extend.
     pub fn release(&mut self, pool: &mut BlockPool) -> Result<(), PoolError> {
         let mut first_error = None;
-        for block in self.blocks.drain(..) {
+        for block in self.blocks.drain(..).rev() {
             if let Err(error) = pool.release(block) {
                 first_error.get_or_insert(error);
             }

@@ -7,16 +7,24 @@
 //! exclusively: a block may appear in several tables (prefix sharing, next step),
 //! and is returned to the pool only when its last reference is released.
 //!
+//! Full blocks are indexed by content in a radix tree over block-sized token
+//! runs, so a new prompt reuses the longest cached prefix ([`BlockPool::admit`]),
+//! down to single tokens inside a block (copy-on-write, [`BlockCopy`]).
+//! Unreferenced indexed blocks stay cached in an LRU until the pool needs them.
+//!
 //! The model crate stores the K/V rows themselves, indexed by [`Slot`].
 #![deny(missing_docs)]
 
 mod block_table;
 mod ids;
+mod lru;
 mod pool;
+mod radix;
 
 pub use block_table::{BlockTable, Slot};
 pub use ids::{BlockId, SeqId};
-pub use pool::{BlockPool, PoolError, PoolStats};
+pub use pool::{Admission, BlockCopy, BlockPool, CacheCounters, PoolError, PoolStats};
+pub use radix::IndexMatch;
 
 /// Default number of token slots per block (DESIGN.md: block size 16).
 pub const DEFAULT_BLOCK_SIZE: usize = 16;

@@ -1,13 +1,21 @@
-//! The block pool: reference-counted KV blocks with O(1) allocate and release.
+//! The block pool: reference-counted KV blocks, a prefix index over the full
+//! ones, and an LRU of cached blocks nobody references.
 //!
-//! Free blocks sit on a LIFO stack (a `Vec<BlockId>`), so allocation and release
-//! are O(1) and recently freed (cache-warm) blocks are reused first. Each block
-//! carries a reference count: the number of block tables holding it. A block is
-//! free exactly when its count is zero; [`BlockPool::check_invariants`] verifies it.
-//! The next step (prefix sharing) keeps released blocks in an LRU instead of
-//! forgetting their contents; the counting here is what that builds on.
+//! Every block is in exactly one state:
+//! * **free** — no useful content, on a LIFO stack;
+//! * **used** — referenced by `ref_count > 0` block tables (and maybe indexed);
+//! * **cached** — unreferenced but indexed: its K/V rows are kept for future
+//!   prefix hits, in an LRU list, and evicted (least recent first) only when an
+//!   allocation finds no free block. Eviction never touches a referenced block.
+//!
+//! Allocation, retain and release are O(1) (an eviction also drops the evicted
+//! block's cached descendants from the index, which are older by construction).
+//! Follows vLLM v1's `BlockPool` (free queue + hash map), with SGLang's radix
+//! tree as the index.
 
-use crate::BlockId;
+use crate::lru::Lru;
+use crate::radix::{IndexMatch, RadixIndex};
+use crate::{BlockId, BlockTable};
 
 /// Misuse of the pool's reference counting (a bug in the caller, reported, not panicked).
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
@@ -25,36 +33,78 @@ pub enum PoolError {
 pub struct PoolStats {
     /// Blocks in the pool.
     pub total: usize,
-    /// Blocks with no reference.
+    /// Blocks with no content and no reference.
     pub free: usize,
+    /// Unreferenced blocks kept for prefix hits (evictable).
+    pub cached: usize,
     /// Blocks referenced by at least one block table.
     pub used: usize,
 }
 
-/// A fixed set of KV blocks with reference counts.
+/// Cumulative prefix-cache counters (token-weighted).
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq)]
+pub struct CacheCounters {
+    /// Prompt tokens looked up.
+    pub queried_tokens: u64,
+    /// Of those, tokens whose K/V was found cached.
+    pub hit_tokens: u64,
+    /// Cached blocks evicted to make room.
+    pub evicted_blocks: u64,
+}
+
+/// A copy-on-write the caller must perform: the first `rows` token rows of
+/// `src` into `dst` (every layer), then [`BlockPool::finish_copy`].
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub struct BlockCopy {
+    /// The cached block holding the rows (held until `finish_copy`).
+    pub src: BlockId,
+    /// The sequence's fresh block.
+    pub dst: BlockId,
+    /// Rows to copy, `0 < rows < block_size`.
+    pub rows: usize,
+}
+
+/// A sequence started from the longest cached prefix of its prompt.
+#[derive(Debug)]
+pub struct Admission {
+    /// The table: shared full blocks, then the copy-on-write block if any.
+    pub table: BlockTable,
+    /// Prompt tokens whose K/V is (or will be, after `copy`) in the table.
+    pub cached_tokens: usize,
+    /// The partial-block copy to perform before running the rest of the prompt.
+    pub copy: Option<BlockCopy>,
+}
+
+/// A fixed set of KV blocks with reference counts, a prefix index and an LRU.
 #[derive(Debug, Clone)]
 pub struct BlockPool {
     block_size: usize,
-    /// `ref_counts[b]` = number of block tables holding block `b`; 0 = free.
+    /// `ref_counts[b]` = number of block tables holding block `b`.
     ref_counts: Vec<u32>,
-    /// Free block ids, LIFO.
+    /// Blocks with no content, LIFO.
     free: Vec<BlockId>,
+    /// Cached blocks, least recently used first.
+    lru: Lru,
+    index: RadixIndex,
+    counters: CacheCounters,
 }
 
 impl BlockPool {
     /// A pool of `num_blocks` blocks of `block_size` token slots each, all free.
     ///
     /// # Panics
-    /// If `block_size` is zero or `num_blocks` exceeds `u32::MAX` (configuration bugs,
-    /// validated by callers before they get here).
+    /// If `block_size` is zero or `num_blocks` is `u32::MAX` or more (configuration
+    /// bugs, validated by callers before they get here).
     pub fn new(num_blocks: usize, block_size: usize) -> Self {
         assert!(block_size > 0, "block_size must be positive");
-        assert!(num_blocks <= u32::MAX as usize, "too many blocks");
-        let free = (0..num_blocks as u32).rev().map(BlockId).collect();
+        assert!(num_blocks < u32::MAX as usize, "too many blocks");
         Self {
             block_size,
             ref_counts: vec![0; num_blocks],
-            free,
+            free: (0..num_blocks as u32).rev().map(BlockId).collect(),
+            lru: Lru::new(num_blocks),
+            index: RadixIndex::new(num_blocks, block_size),
+            counters: CacheCounters::default(),
         }
     }
 
@@ -68,71 +118,70 @@ impl BlockPool {
         self.ref_counts.len()
     }
 
-    /// Number of free blocks.
+    /// Blocks an allocation can take now: free plus cached (evictable).
     pub fn num_free(&self) -> usize {
-        self.free.len()
+        self.free.len() + self.lru.len()
     }
 
-    /// Snapshot of the pool's counters.
+    /// Unreferenced blocks kept for prefix hits.
+    pub fn num_cached(&self) -> usize {
+        self.lru.len()
+    }
+
+    /// Snapshot of the pool's state.
     pub fn stats(&self) -> PoolStats {
         PoolStats {
             total: self.num_blocks(),
-            free: self.num_free(),
-            used: self.num_blocks() - self.num_free(),
+            free: self.free.len(),
+            cached: self.lru.len(),
+            used: self.num_blocks() - self.free.len() - self.lru.len(),
         }
     }
 
-    /// Take a free block with a reference count of one; `None` when the pool is exhausted.
+    /// Cumulative hit/miss/eviction counters.
+    pub fn counters(&self) -> CacheCounters {
+        self.counters
+    }
+
+    /// Take a block with a reference count of one: a free one, else the least
+    /// recently used cached one (evicted from the index). `None` when every block is referenced.
     pub fn allocate(&mut self) -> Option<BlockId> {
-        let block = self.free.pop()?;
+        let block = match self.free.pop() {
+            Some(block) => block,
+            None => self.evict_one()?,
+        };
         self.ref_counts[block.index()] = 1;
         Some(block)
     }
 
-    /// Add a reference to an allocated block (another table now shares it).
+    fn evict_one(&mut self) -> Option<BlockId> {
+        let victim = self.lru.pop_front()?;
+        for removed in self.index.remove_subtree(victim) {
+            self.counters.evicted_blocks += 1;
+            // Descendants of an unreferenced block are unreferenced and cached.
+            if removed != victim && self.lru.unlink(removed) {
+                self.free.push(removed);
+            }
+        }
+        Some(victim)
+    }
+
+    /// Add a reference to a used or cached block (a cached one leaves the LRU).
     pub fn retain(&mut self, block: BlockId) -> Result<(), PoolError> {
-        let count = self.count_mut(block)?;
+        let total = self.num_blocks();
+        let count = self
+            .ref_counts
+            .get_mut(block.index())
+            .ok_or(PoolError::OutOfRange(block.0, total))?;
+        if *count == 0 && !self.lru.unlink(block) {
+            return Err(PoolError::NotAllocated(block.0));
+        }
         *count += 1;
         Ok(())
     }
 
-    /// Drop one reference; the block returns to the free stack when none remain.
+    /// Drop one reference; at zero the block becomes cached (if indexed) or free.
     pub fn release(&mut self, block: BlockId) -> Result<(), PoolError> {
-        let count = self.count_mut(block)?;
-        *count -= 1;
-        if *count == 0 {
-            self.free.push(block);
-        }
-        Ok(())
-    }
-
-    /// Current reference count of `block` (0 when free or out of range).
-    pub fn ref_count(&self, block: BlockId) -> u32 {
-        self.ref_counts.get(block.index()).copied().unwrap_or(0)
-    }
-
-    /// Verify the pool's internal invariants: every free block has count 0, every
-    /// block with count 0 is free exactly once. Returns a description of the first violation.
-    pub fn check_invariants(&self) -> Result<(), String> {
-        let mut on_free_list = vec![false; self.num_blocks()];
-        for block in &self.free {
-            let seen = on_free_list
-                .get_mut(block.index())
-                .ok_or_else(|| format!("free list holds out-of-range {block:?}"))?;
-            if *seen {
-                return Err(format!("{block:?} is on the free list twice"));
-            }
-            *seen = true;
-        }
-        for (index, (&count, &free)) in self.ref_counts.iter().zip(&on_free_list).enumerate() {
-            if (count == 0) != free {
-                return Err(format!("block {index}: ref count {count} but on free list = {free}"));
-            }
-        }
-        Ok(())
-    }
-
-    fn count_mut(&mut self, block: BlockId) -> Result<&mut u32, PoolError> {
         let total = self.num_blocks();
         let count = self
             .ref_counts
@@ -141,45 +190,127 @@ impl BlockPool {
         if *count == 0 {
             return Err(PoolError::NotAllocated(block.0));
         }
-        Ok(count)
+        *count -= 1;
+        if *count == 0 {
+            if self.index.contains(block) {
+                self.lru.push_back(block);
+            } else {
+                self.free.push(block);
+            }
+        }
+        Ok(())
+    }
+
+    /// Current reference count of `block` (0 when free, cached or out of range).
+    pub fn ref_count(&self, block: BlockId) -> u32 {
+        self.ref_counts.get(block.index()).copied().unwrap_or(0)
+    }
+
+    /// Start a sequence for `prompt`, reusing the longest cached prefix of all but
+    /// its last token (whose logits must be computed). Full matching blocks are
+    /// shared; a match covering only the first *k* tokens of a cached block becomes
+    /// a fresh block to fill by [`BlockCopy`] (skipped if no block can be allocated).
+    pub fn admit(&mut self, prompt: &[u32]) -> Admission {
+        let reusable = &prompt[..prompt.len().saturating_sub(1)];
+        let IndexMatch { blocks, partial } = self.index.lookup(reusable);
+        let mut table = BlockTable::new();
+        for &block in &blocks {
+            // Indexed blocks are used or cached, so retain cannot fail.
+            let _ = table.push_shared(self, block);
+        }
+        let mut cached_tokens = blocks.len() * self.block_size;
+        let mut copy = None;
+        if let Some((src, rows)) = partial {
+            if self.retain(src).is_ok() {
+                match self.allocate() {
+                    Some(dst) => {
+                        table.push_owned(dst, rows, self.block_size);
+                        cached_tokens += rows;
+                        copy = Some(BlockCopy { src, dst, rows });
+                    }
+                    None => {
+                        let _ = self.release(src);
+                    }
+                }
+            }
+        }
+        self.counters.queried_tokens += prompt.len() as u64;
+        self.counters.hit_tokens += cached_tokens as u64;
+        Admission {
+            table,
+            cached_tokens,
+            copy,
+        }
+    }
+
+    /// Release the copy source once its rows are copied.
+    pub fn finish_copy(&mut self, copy: BlockCopy) -> Result<(), PoolError> {
+        self.release(copy.src)
+    }
+
+    /// Index the table's full blocks, whose K/V rows hold `tokens` (the
+    /// sequence's tokens so far), so later prompts can share them.
+    pub fn commit(&mut self, table: &BlockTable, tokens: &[u32]) {
+        let full = table.num_tokens().min(tokens.len()) / self.block_size;
+        let blocks = &table.blocks()[..full.min(table.blocks().len())];
+        self.index.insert(blocks, &tokens[..blocks.len() * self.block_size]);
+    }
+
+    /// Drop every cached block (a cold start for benchmarks); used blocks stay indexed.
+    pub fn clear_cache(&mut self) {
+        while let Some(block) = self.lru.pop_front() {
+            for removed in self.index.remove_subtree(block) {
+                if removed != block && self.lru.unlink(removed) {
+                    self.free.push(removed);
+                }
+            }
+            self.free.push(block);
+        }
+    }
+
+    /// The tokens an indexed block holds (for tests and debugging).
+    pub fn cached_tokens_of(&self, block: BlockId) -> Option<&[u32]> {
+        self.index.tokens_of(block)
+    }
+
+    /// Blocks in the LRU, least recently used first.
+    pub fn lru_order(&self) -> Vec<BlockId> {
+        self.lru.iter().collect()
+    }
+
+    /// Verify the invariants: each block is exactly one of free / cached / used;
+    /// cached blocks are indexed; free blocks are not; the index is consistent.
+    pub fn check_invariants(&self) -> Result<(), String> {
+        let n = self.num_blocks();
+        let mut on_free = vec![false; n];
+        for block in &self.free {
+            let seen = on_free
+                .get_mut(block.index())
+                .ok_or_else(|| format!("free list holds {block:?}"))?;
+            if std::mem::replace(seen, true) {
+                return Err(format!("{block:?} is on the free list twice"));
+            }
+        }
+        if self.lru.iter().count() != self.lru.len() {
+            return Err("LRU length disagrees with its links".into());
+        }
+        for (index, (&count, &free)) in self.ref_counts.iter().zip(&on_free).enumerate() {
+            let block = BlockId(index as u32);
+            let cached = self.lru.contains(block);
+            let states = usize::from(count > 0) + usize::from(free) + usize::from(cached);
+            if states != 1 {
+                return Err(format!("{block:?}: ref count {count}, free {free}, cached {cached}"));
+            }
+            if cached && !self.index.contains(block) {
+                return Err(format!("{block:?} is cached but not indexed"));
+            }
+            if free && self.index.contains(block) {
+                return Err(format!("{block:?} is free but still indexed"));
+            }
+        }
+        self.index.check()
     }
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn allocate_until_exhausted_then_none() {
-        let mut pool = BlockPool::new(3, 16);
-        let blocks: Vec<_> = (0..3).map(|_| pool.allocate().unwrap()).collect();
-        assert_eq!(pool.allocate(), None);
-        assert_eq!(pool.stats().used, 3);
-        for block in blocks {
-            pool.release(block).unwrap();
-        }
-        assert_eq!(pool.stats().free, 3);
-        pool.check_invariants().unwrap();
-    }
-
-    #[test]
-    fn shared_block_is_freed_by_its_last_release() {
-        let mut pool = BlockPool::new(2, 16);
-        let block = pool.allocate().unwrap();
-        pool.retain(block).unwrap();
-        assert_eq!(pool.ref_count(block), 2);
-        pool.release(block).unwrap();
-        assert_eq!(pool.num_free(), 1);
-        pool.release(block).unwrap();
-        assert_eq!(pool.num_free(), 2);
-        pool.check_invariants().unwrap();
-    }
-
-    #[test]
-    fn misuse_is_an_error_not_a_panic() {
-        let mut pool = BlockPool::new(2, 16);
-        assert_eq!(pool.release(BlockId(0)), Err(PoolError::NotAllocated(0)));
-        assert_eq!(pool.retain(BlockId(9)), Err(PoolError::OutOfRange(9, 2)));
-        pool.check_invariants().unwrap();
-    }
-}
+mod tests;

@@ -11,8 +11,8 @@ use tessera_kv::{BlockPool, BlockTable};
 #[derive(Debug, Default)]
 pub struct Sequence {
     table: BlockTable,
-    /// Tokens whose K/V has been computed.
-    len: usize,
+    /// Tokens whose K/V is in the table (computed or reused), in order.
+    tokens: Vec<u32>,
 }
 
 impl Sequence {
@@ -21,14 +21,34 @@ impl Sequence {
         Self::default()
     }
 
+    /// Start a sequence for `prompt` from the longest prefix the pool has cached
+    /// (shared full blocks plus a copy-on-write of a partial block, performed
+    /// here on `runtime.kv`). Returns the sequence, holding the reused tokens, and
+    /// how many there are; feed `prompt[cached..]` next.
+    pub fn start(runtime: Runtime<'_>, prompt: &[u32]) -> (Self, usize) {
+        let admission = runtime.pool.admit(prompt);
+        if let Some(copy) = admission.copy {
+            runtime.kv.copy_block_prefix(copy.src, copy.dst, copy.rows);
+            if let Err(error) = runtime.pool.finish_copy(copy) {
+                tracing::error!(%error, "releasing a copy-on-write source");
+            }
+        }
+        let cached = admission.cached_tokens;
+        let sequence = Self {
+            table: admission.table,
+            tokens: prompt[..cached].to_vec(),
+        };
+        (sequence, cached)
+    }
+
     /// Tokens already processed.
     pub fn len(&self) -> usize {
-        self.len
+        self.tokens.len()
     }
 
     /// Whether no token has been processed.
     pub fn is_empty(&self) -> bool {
-        self.len == 0
+        self.tokens.is_empty()
     }
 
     /// The block table (for tests that inspect or perturb it).
@@ -37,14 +57,15 @@ impl Sequence {
     }
 
     /// Run `tokens` in chunks of at most `chunk` tokens; logits per `want` for the
-    /// final chunk's rows (`All` returns every row of every chunk).
+    /// final chunk's rows (`All` returns every row of every chunk). Each chunk's
+    /// completed blocks are indexed in the pool for later prefix hits.
     pub fn feed(&mut self, runtime: Runtime<'_>, tokens: &[u32], chunk: usize, want: LogitsFor) -> Result<Logits> {
         let chunk = chunk.max(1);
         let limit = runtime.model.config().max_context;
-        if self.len + tokens.len() > limit {
+        if self.len() + tokens.len() > limit {
             return Err(ModelError::OverLimit {
                 field: "context tokens",
-                value: self.len + tokens.len(),
+                value: self.len() + tokens.len(),
                 limit,
             });
         }
@@ -57,21 +78,23 @@ impl Sequence {
                 other if last => other,
                 _ => LogitsFor::None,
             };
-            if !self.table.grow(runtime.pool, self.len + piece.len()) {
+            let start_pos = self.len();
+            if !self.table.grow(runtime.pool, start_pos + piece.len()) {
                 return Err(ModelError::OverLimit {
                     field: "KV cache tokens",
-                    value: self.len + piece.len(),
+                    value: start_pos + piece.len(),
                     limit: self.table.num_tokens() + runtime.pool.num_free() * runtime.pool.block_size(),
                 });
             }
             let input = SeqInput {
                 tokens: piece,
-                start_pos: self.len,
+                start_pos,
                 blocks: self.table.blocks(),
                 logits: logits_for,
             };
             let logits = runtime.model.forward(&[input], runtime.kv)?;
-            self.len += piece.len();
+            self.tokens.extend_from_slice(piece);
+            runtime.pool.commit(&self.table, &self.tokens);
             collected = Some(match collected {
                 Some(previous) => previous.concat(logits),
                 None => logits,
@@ -86,7 +109,7 @@ impl Sequence {
         if let Err(error) = self.table.release(pool) {
             tracing::error!(%error, "releasing a sequence's blocks");
         }
-        self.len = 0;
+        self.tokens.clear();
     }
 }
 

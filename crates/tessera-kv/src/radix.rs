@@ -1,0 +1,239 @@
+//! The prefix index: a radix tree whose edges are block-sized token runs.
+//!
+//! Each node is one full KV block; the path from the root spells the tokens of
+//! every block before it, so a node's K/V rows are valid for exactly one token
+//! prefix (SGLang's RadixCache, with vLLM's block granularity). Children are
+//! found through one hash map keyed by (parent node, hash of the run), and the
+//! stored run is compared before a match is accepted, so a hash collision can
+//! never return a block holding other tokens. Lookup costs O(matched blocks)
+//! map probes plus one scan of the last node's children for a partial hit.
+
+use crate::BlockId;
+use std::collections::HashMap;
+use std::hash::{Hash, Hasher};
+
+/// Index of a node in the arena; 0 is the root (no block).
+pub(crate) type NodeId = u32;
+const ROOT: NodeId = 0;
+const NONE: u32 = u32::MAX;
+
+#[derive(Debug, Clone)]
+struct Node {
+    block: BlockId,
+    parent: NodeId,
+    tokens: Box<[u32]>,
+    children: Vec<NodeId>,
+}
+
+/// What a lookup found.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct IndexMatch {
+    /// Full blocks matching the prompt's first `blocks.len() × block_size` tokens, in order.
+    pub blocks: Vec<BlockId>,
+    /// A cached block whose first `tokens` tokens (0 < tokens < block_size) match the next prompt tokens.
+    pub partial: Option<(BlockId, usize)>,
+}
+
+/// Radix tree over block-sized token runs.
+#[derive(Debug, Clone)]
+pub(crate) struct RadixIndex {
+    block_size: usize,
+    nodes: Vec<Node>,
+    free_nodes: Vec<NodeId>,
+    /// `node_of_block[b]` = the node holding block `b`, or `NONE`.
+    node_of_block: Vec<NodeId>,
+    /// (parent, hash of the child's tokens) → children with that hash.
+    children: HashMap<(NodeId, u64), Vec<NodeId>>,
+}
+
+fn hash_run(tokens: &[u32]) -> u64 {
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    tokens.hash(&mut hasher);
+    hasher.finish()
+}
+
+impl RadixIndex {
+    pub fn new(num_blocks: usize, block_size: usize) -> Self {
+        let root = Node {
+            block: BlockId(u32::MAX),
+            parent: ROOT,
+            tokens: Box::new([]),
+            children: Vec::new(),
+        };
+        Self {
+            block_size,
+            nodes: vec![root],
+            free_nodes: Vec::new(),
+            node_of_block: vec![NONE; num_blocks],
+            children: HashMap::new(),
+        }
+    }
+
+    /// Whether `block` is in the index.
+    pub fn contains(&self, block: BlockId) -> bool {
+        self.node_of_block.get(block.index()).is_some_and(|&n| n != NONE)
+    }
+
+    /// Number of indexed blocks.
+    pub fn len(&self) -> usize {
+        self.nodes.len() - 1 - self.free_nodes.len()
+    }
+
+    /// The tokens a block's K/V rows were computed for (its own run only).
+    pub fn tokens_of(&self, block: BlockId) -> Option<&[u32]> {
+        let node = *self.node_of_block.get(block.index())?;
+        (node != NONE).then(|| &*self.nodes[node as usize].tokens)
+    }
+
+    fn child(&self, parent: NodeId, run: &[u32]) -> Option<NodeId> {
+        self.children
+            .get(&(parent, hash_run(run)))?
+            .iter()
+            .copied()
+            .find(|&c| *self.nodes[c as usize].tokens == *run)
+    }
+
+    /// Longest cached prefix of `tokens`: whole blocks, then at most one partial block.
+    pub fn lookup(&self, tokens: &[u32]) -> IndexMatch {
+        let mut found = IndexMatch::default();
+        let mut node = ROOT;
+        let mut rest = tokens;
+        while rest.len() >= self.block_size {
+            let Some(next) = self.child(node, &rest[..self.block_size]) else {
+                break;
+            };
+            found.blocks.push(self.nodes[next as usize].block);
+            node = next;
+            rest = &rest[self.block_size..];
+        }
+        let best = self.nodes[node as usize]
+            .children
+            .iter()
+            .map(|&c| {
+                let child = &self.nodes[c as usize];
+                let common = child.tokens.iter().zip(rest).take_while(|(a, b)| a == b).count();
+                (common, child.block)
+            })
+            .max_by_key(|&(common, block)| (common, std::cmp::Reverse(block)));
+        if let Some((common, block)) = best.filter(|&(common, _)| common > 0) {
+            found.partial = Some((block, common.min(self.block_size - 1)));
+        }
+        found
+    }
+
+    /// Index the full blocks of a sequence (`blocks[i]` holds `tokens[i*bs..(i+1)*bs]`),
+    /// following the nodes it already has indexed. Every indexed block's path from
+    /// the root is held by the same sequence, so a node is never less recently
+    /// used than its cached descendants. Returns the blocks newly indexed.
+    pub fn insert(&mut self, blocks: &[BlockId], tokens: &[u32]) -> Vec<BlockId> {
+        let mut added = Vec::new();
+        let mut node = ROOT;
+        for (block, run) in blocks.iter().zip(tokens.chunks_exact(self.block_size)) {
+            if let Some(existing) = self.child(node, run) {
+                if self.nodes[existing as usize].block != *block {
+                    // Another block already holds this content (two sequences computed
+                    // the same prefix). Stop: indexing our later blocks under a node we
+                    // do not hold would let that node be evicted while they are in use.
+                    break;
+                }
+                node = existing;
+                continue;
+            }
+            if self.contains(*block) {
+                // Indexed under another prefix: never index a block twice.
+                break;
+            }
+            node = self.add_node(node, *block, run);
+            added.push(*block);
+        }
+        added
+    }
+
+    fn add_node(&mut self, parent: NodeId, block: BlockId, run: &[u32]) -> NodeId {
+        let node = Node {
+            block,
+            parent,
+            tokens: run.into(),
+            children: Vec::new(),
+        };
+        let id = match self.free_nodes.pop() {
+            Some(id) => {
+                self.nodes[id as usize] = node;
+                id
+            }
+            None => {
+                self.nodes.push(node);
+                (self.nodes.len() - 1) as NodeId
+            }
+        };
+        self.nodes[parent as usize].children.push(id);
+        self.children.entry((parent, hash_run(run))).or_default().push(id);
+        self.node_of_block[block.index()] = id;
+        id
+    }
+
+    /// Remove `block` and every node below it; returns the removed blocks, `block` first.
+    pub fn remove_subtree(&mut self, block: BlockId) -> Vec<BlockId> {
+        let Some(&top) = self.node_of_block.get(block.index()) else {
+            return Vec::new();
+        };
+        if top == NONE {
+            return Vec::new();
+        }
+        let parent = self.nodes[top as usize].parent;
+        self.nodes[parent as usize].children.retain(|&c| c != top);
+        let mut removed = Vec::new();
+        let mut stack = vec![top];
+        while let Some(id) = stack.pop() {
+            let node = std::mem::replace(
+                &mut self.nodes[id as usize],
+                Node {
+                    block: BlockId(u32::MAX),
+                    parent: ROOT,
+                    tokens: Box::new([]),
+                    children: Vec::new(),
+                },
+            );
+            let key = (node.parent, hash_run(&node.tokens));
+            if let Some(list) = self.children.get_mut(&key) {
+                list.retain(|&c| c != id);
+                if list.is_empty() {
+                    self.children.remove(&key);
+                }
+            }
+            self.node_of_block[node.block.index()] = NONE;
+            self.free_nodes.push(id);
+            removed.push(node.block);
+            stack.extend(node.children);
+        }
+        removed
+    }
+
+    /// Check the tree's internal consistency.
+    pub fn check(&self) -> Result<(), String> {
+        let mut indexed = 0;
+        for (b, &node) in self.node_of_block.iter().enumerate() {
+            if node == NONE {
+                continue;
+            }
+            indexed += 1;
+            let n = &self.nodes[node as usize];
+            if n.block.index() != b {
+                return Err(format!("block {b} maps to node {node} holding {:?}", n.block));
+            }
+            if n.tokens.len() != self.block_size {
+                return Err(format!("node {node} holds {} tokens", n.tokens.len()));
+            }
+            if !self.nodes[n.parent as usize].children.contains(&node) {
+                return Err(format!("node {node} is missing from its parent's children"));
+            }
+        }
+        if indexed != self.len() {
+            return Err(format!(
+                "{indexed} blocks map to nodes but the tree holds {}",
+                self.len()
+            ));
+        }
+        Ok(())
+    }
+}
