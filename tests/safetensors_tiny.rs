@@ -106,54 +106,40 @@ fn write_tiny_model(dir: &Path, family: Family) {
     candle_core::safetensors::save(&tensors, dir.join("model.safetensors")).unwrap();
 }
 
-/// candle-transformers' dense qwen2: logits at every position, feeding one token at a time.
-fn qwen2_reference_logits(dir: &Path, tokens: &[u32]) -> Vec<Vec<f32>> {
-    let text = std::fs::read_to_string(dir.join("config.json")).unwrap();
-    let config: qwen2::Config = serde_json::from_str(&text).unwrap();
-    let weights = [dir.join("model.safetensors")];
-    // SAFETY: the file was just written by this test and is not modified while mapped.
-    let vb = unsafe { candle_nn::VarBuilder::from_mmaped_safetensors(&weights, DType::F32, &Device::Cpu).unwrap() };
-    let mut model = qwen2::ModelForCausalLM::new(&config, vb).unwrap();
+/// Logits at every position of `tokens`, fed one at a time to `step(token, position)`.
+fn stepwise(tokens: &[u32], mut step: impl FnMut(&Tensor, usize) -> Tensor) -> Vec<Vec<f32>> {
     tokens
         .iter()
         .enumerate()
         .map(|(pos, &t)| {
             let input = Tensor::new(&[[t]], &Device::Cpu).unwrap();
-            model
-                .forward(&input, pos)
-                .unwrap()
-                .flatten_all()
-                .unwrap()
-                .to_vec1::<f32>()
-                .unwrap()
+            step(&input, pos).flatten_all().unwrap().to_vec1::<f32>().unwrap()
         })
         .collect()
 }
 
-/// candle-transformers' dense llama: logits at every position, feeding one token at a time.
+fn var_builder(dir: &Path) -> candle_nn::VarBuilder<'static> {
+    let weights = [dir.join("model.safetensors")];
+    // SAFETY: the file was just written by this test and is not modified while mapped.
+    unsafe { candle_nn::VarBuilder::from_mmaped_safetensors(&weights, DType::F32, &Device::Cpu).unwrap() }
+}
+
+/// candle-transformers' dense qwen2 on the same files.
+fn qwen2_reference_logits(dir: &Path, tokens: &[u32]) -> Vec<Vec<f32>> {
+    let text = std::fs::read_to_string(dir.join("config.json")).unwrap();
+    let config: qwen2::Config = serde_json::from_str(&text).unwrap();
+    let mut model = qwen2::ModelForCausalLM::new(&config, var_builder(dir)).unwrap();
+    stepwise(tokens, |input, pos| model.forward(input, pos).unwrap())
+}
+
+/// candle-transformers' dense llama on the same files.
 fn llama_reference_logits(dir: &Path, tokens: &[u32]) -> Vec<Vec<f32>> {
     let text = std::fs::read_to_string(dir.join("config.json")).unwrap();
     let config: reference::LlamaConfig = serde_json::from_str(&text).unwrap();
     let config = config.into_config(false);
-    let weights = [dir.join("model.safetensors")];
-    // SAFETY: the file was just written by this test and is not modified while mapped.
-    let vb = unsafe { candle_nn::VarBuilder::from_mmaped_safetensors(&weights, DType::F32, &Device::Cpu).unwrap() };
-    let model = reference::Llama::load(vb, &config).unwrap();
+    let model = reference::Llama::load(var_builder(dir), &config).unwrap();
     let mut cache = reference::Cache::new(true, DType::F32, &config, &Device::Cpu).unwrap();
-    tokens
-        .iter()
-        .enumerate()
-        .map(|(pos, &t)| {
-            let input = Tensor::new(&[[t]], &Device::Cpu).unwrap();
-            model
-                .forward(&input, pos, &mut cache)
-                .unwrap()
-                .flatten_all()
-                .unwrap()
-                .to_vec1::<f32>()
-                .unwrap()
-        })
-        .collect()
+    stepwise(tokens, |input, pos| model.forward(input, pos, &mut cache).unwrap())
 }
 
 /// Load the tiny model of `family` with Tessera and compare every position with the reference.

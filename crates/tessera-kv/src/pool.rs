@@ -168,30 +168,22 @@ impl BlockPool {
 
     /// Add a reference to a used or cached block (a cached one leaves the LRU).
     pub fn retain(&mut self, block: BlockId) -> Result<(), PoolError> {
-        let total = self.num_blocks();
-        let count = self
-            .ref_counts
-            .get_mut(block.index())
-            .ok_or(PoolError::OutOfRange(block.0, total))?;
-        if *count == 0 && !self.lru.unlink(block) {
+        if *self.count_of(block)? == 0 && !self.lru.unlink(block) {
             return Err(PoolError::NotAllocated(block.0));
         }
-        *count += 1;
+        *self.count_of(block)? += 1;
         Ok(())
     }
 
     /// Drop one reference; at zero the block becomes cached (if indexed) or free.
     pub fn release(&mut self, block: BlockId) -> Result<(), PoolError> {
-        let total = self.num_blocks();
-        let count = self
-            .ref_counts
-            .get_mut(block.index())
-            .ok_or(PoolError::OutOfRange(block.0, total))?;
+        let count = self.count_of(block)?;
         if *count == 0 {
             return Err(PoolError::NotAllocated(block.0));
         }
         *count -= 1;
         if *count == 0 {
+            // The block now holds no reference: keep its K/V if indexed.
             if self.index.contains(block) {
                 self.lru.push_back(block);
             } else {
@@ -199,6 +191,13 @@ impl BlockPool {
             }
         }
         Ok(())
+    }
+
+    fn count_of(&mut self, block: BlockId) -> Result<&mut u32, PoolError> {
+        let total = self.ref_counts.len();
+        self.ref_counts
+            .get_mut(block.index())
+            .ok_or(PoolError::OutOfRange(block.0, total))
     }
 
     /// Current reference count of `block` (0 when free, cached or out of range).
