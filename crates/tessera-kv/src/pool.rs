@@ -267,6 +267,51 @@ impl BlockPool {
         }
     }
 
+    /// The prefix index as (block, parent block, tokens), parents first: what a
+    /// persisted cache stores beside each block's K/V rows.
+    pub fn index_entries(&self) -> Vec<(BlockId, Option<BlockId>, Vec<u32>)> {
+        self.index
+            .entries()
+            .into_iter()
+            .map(|(block, parent, tokens)| (block, parent, tokens.to_vec()))
+            .collect()
+    }
+
+    /// Rebuild cached blocks from persisted entries (parents first; `parent` is an
+    /// index into `entries`). Each entry gets a fresh block, indexed and left cached;
+    /// returns the block given to each entry (`None` when it was skipped: no free
+    /// block, a missing parent or a duplicate). The caller fills the K/V rows.
+    pub fn restore_entries(&mut self, entries: &[(Option<usize>, Vec<u32>)]) -> Vec<Option<BlockId>> {
+        let mut placed: Vec<Option<BlockId>> = Vec::with_capacity(entries.len());
+        for (parent, tokens) in entries {
+            let parent_block = match parent {
+                None => None,
+                Some(i) => match placed.get(*i).copied().flatten() {
+                    Some(block) => Some(block),
+                    None => {
+                        placed.push(None);
+                        continue;
+                    }
+                },
+            };
+            let Some(block) = self.free.pop() else {
+                placed.push(None);
+                continue;
+            };
+            if self.index.insert_child(parent_block, block, tokens) {
+                placed.push(Some(block));
+            } else {
+                self.free.push(block);
+                placed.push(None);
+            }
+        }
+        // Children enter the LRU before their parents, so they are evicted first.
+        for block in placed.iter().rev().flatten() {
+            self.lru.push_back(*block);
+        }
+        placed
+    }
+
     /// The tokens an indexed block holds (for tests and debugging).
     pub fn cached_tokens_of(&self, block: BlockId) -> Option<&[u32]> {
         self.index.tokens_of(block)

@@ -149,6 +149,36 @@ impl RadixIndex {
         added
     }
 
+    /// Every indexed block with its parent block and tokens, parents before children.
+    pub fn entries(&self) -> Vec<(BlockId, Option<BlockId>, &[u32])> {
+        let mut out = Vec::with_capacity(self.len());
+        let mut stack: Vec<NodeId> = self.nodes[ROOT as usize].children.iter().rev().copied().collect();
+        while let Some(id) = stack.pop() {
+            let node = &self.nodes[id as usize];
+            let parent = (node.parent != ROOT).then(|| self.nodes[node.parent as usize].block);
+            out.push((node.block, parent, &*node.tokens));
+            stack.extend(node.children.iter().rev());
+        }
+        out
+    }
+
+    /// Index `block` holding `run` under `parent` (`None`: the root). `false` when
+    /// the parent is not indexed, the block already is, or the run is not one block long.
+    pub fn insert_child(&mut self, parent: Option<BlockId>, block: BlockId, run: &[u32]) -> bool {
+        let parent_node = match parent {
+            None => ROOT,
+            Some(p) => match self.node_of_block.get(p.index()) {
+                Some(&n) if n != NONE => n,
+                _ => return false,
+            },
+        };
+        if run.len() != self.block_size || self.contains(block) || self.child(parent_node, run).is_some() {
+            return false;
+        }
+        self.add_node(parent_node, block, run);
+        true
+    }
+
     fn add_node(&mut self, parent: NodeId, block: BlockId, run: &[u32]) -> NodeId {
         let node = Node {
             block,

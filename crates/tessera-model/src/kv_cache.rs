@@ -106,6 +106,28 @@ impl KvCache {
         }
     }
 
+    /// One layer's K and V rows of `block` (all KV heads, every slot).
+    pub fn block_rows(&self, layer: usize, block: BlockId) -> (&[f32], &[f32]) {
+        let len = self.layout.block_len();
+        let at = block.index() * len;
+        let pools = &self.layers[layer];
+        (&pools.keys[at..at + len], &pools.values[at..at + len])
+    }
+
+    /// Overwrite one layer's K and V rows of `block` (slices of `block_len` floats).
+    pub fn set_block_rows(&mut self, layer: usize, block: BlockId, keys: &[f32], values: &[f32]) {
+        let len = self.layout.block_len();
+        let at = block.index() * len;
+        let pools = &mut self.layers[layer];
+        pools.keys[at..at + len].copy_from_slice(&keys[..len]);
+        pools.values[at..at + len].copy_from_slice(&values[..len]);
+    }
+
+    /// Number of layers.
+    pub fn num_layers(&self) -> usize {
+        self.layers.len()
+    }
+
     /// Copy the first `num_slots` token rows of `src` into `dst`, in every layer
     /// (copy-on-write of a partially shared block).
     pub fn copy_block_prefix(&mut self, src: BlockId, dst: BlockId, num_slots: usize) {

@@ -127,3 +127,34 @@ fn evicting_a_parent_drops_its_cached_descendants() {
     pool.release(victim).unwrap();
     pool.check_invariants().unwrap();
 }
+
+#[test]
+fn index_entries_round_trip_through_restore() {
+    let mut pool = BlockPool::new(8, 2);
+    let (_, mut a) = run(&mut pool, &[1, 2, 3, 4, 5]);
+    let (_, mut b) = run(&mut pool, &[1, 2, 7, 7, 9]);
+    a.release(&mut pool).unwrap();
+    b.release(&mut pool).unwrap();
+    let entries = pool.index_entries();
+    assert_eq!(entries.len(), 3, "[1,2] shared, then [3,4] and [7,7]");
+    let position = |block| entries.iter().position(|(b, _, _)| *b == block);
+    let persisted: Vec<(Option<usize>, Vec<u32>)> = entries
+        .iter()
+        .map(|(_, parent, tokens)| (parent.and_then(position), tokens.clone()))
+        .collect();
+    assert!(
+        persisted.iter().enumerate().all(|(i, (p, _))| p.is_none_or(|p| p < i)),
+        "parents first"
+    );
+
+    let mut fresh = BlockPool::new(8, 2);
+    let placed = fresh.restore_entries(&persisted);
+    assert!(placed.iter().all(Option::is_some));
+    fresh.check_invariants().unwrap();
+    assert_eq!(fresh.num_cached(), 3);
+    // Children are older in the LRU than the block they extend.
+    let root = placed[0].unwrap();
+    assert_eq!(fresh.lru_order().last(), Some(&root));
+    let admission = fresh.admit(&[1, 2, 7, 7, 9]);
+    assert_eq!(admission.cached_tokens, 4);
+}
