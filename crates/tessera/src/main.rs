@@ -1,8 +1,10 @@
 //! `tessera`: a local inference engine for AI agents.
 //!
-//! Subcommands: `generate` (stream a completion from a model). The server,
-//! agent loop and benchmarks arrive as later subcommands.
+//! Subcommands: `generate` (stream a completion from a model) and `bench ttft`
+//! (time to first token with and without prefix reuse). The server and the
+//! agent loop arrive as later subcommands.
 
+mod bench;
 mod generate;
 mod model_files;
 
@@ -27,6 +29,9 @@ struct Cli {
 enum Command {
     /// Generate text from a prompt and stream it to stdout; prints prefill/decode speed at the end.
     Generate(generate::GenerateArgs),
+    /// Benchmarks on the real model, in process.
+    #[command(subcommand)]
+    Bench(bench::BenchCommand),
 }
 
 fn main() -> ExitCode {
@@ -41,6 +46,7 @@ fn main() -> ExitCode {
     }
     let result = match cli.command {
         Command::Generate(args) => generate::run(args),
+        Command::Bench(command) => bench::run(command),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
