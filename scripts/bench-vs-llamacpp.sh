@@ -13,25 +13,10 @@
 set -euo pipefail
 
 repo_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-cache="${TESSERA_CACHE:-$HOME/.cache/tessera}"
-llama_dir="$cache/llama-cpp-python"
+# shellcheck source=scripts/llamacpp-env.sh
+source "$repo_root/scripts/llamacpp-env.sh"
 export THREADS="${THREADS:-2}" RUNS="${RUNS:-5}" PROMPT_TOKENS="${PROMPT_TOKENS:-512}" DECODE_TOKENS="${DECODE_TOKENS:-128}"
 export MODEL="${MODEL:-$repo_root/models/SmolLM2-135M-Instruct.Q4_1.gguf}"
-
-install_llama_cpp() {
-    if PYTHONPATH="$llama_dir" python3 -c "import llama_cpp" 2>/dev/null; then
-        return
-    fi
-    echo "bench: building llama-cpp-python into $llama_dir (once; several minutes)" >&2
-    local flags="-DGGML_NATIVE=OFF -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF"
-    for feature in avx avx2 fma f16c avx512f avx512_vnni avx512bw; do
-        local upper; upper="$(echo "$feature" | tr a-z A-Z | sed 's/AVX512F/AVX512/; s/AVX512_VNNI/AVX512_VNNI/; s/AVX512BW/AVX512_BW/')"
-        if grep -qw "$feature" /proc/cpuinfo; then flags="$flags -DGGML_$upper=ON"; else flags="$flags -DGGML_$upper=OFF"; fi
-    done
-    CMAKE_ARGS="$flags" CMAKE_BUILD_PARALLEL_LEVEL="$(nproc)" \
-        python3 -m pip install --quiet --disable-pip-version-check --no-cache-dir \
-        --target "$llama_dir" "llama-cpp-python==0.3.36" >&2
-}
 
 [[ -f "$MODEL" ]] || "$repo_root/scripts/fetch-model.sh"
 install_llama_cpp

@@ -32,6 +32,10 @@ pub struct TtftArgs {
     /// Write an SVG plot of the prefix sweep (cold vs warm TTFT) to this file.
     #[arg(long)]
     plot: Option<PathBuf>,
+    /// Write every request's token ids, in order, as JSON (to replay the same workload on
+    /// another engine: scripts/bench-ttft-vs-llamacpp.sh).
+    #[arg(long)]
+    prompts: Option<PathBuf>,
 }
 
 /// One measured request.
@@ -42,15 +46,34 @@ struct Sample {
     ttft_ms: f64,
 }
 
-/// The model, a pool and a cache, reused across requests like a server's.
+/// The model, a pool and a cache, reused across requests like a server's; every
+/// request is logged (workload, label, whether the cache was cleared before it).
 struct Runner<'a> {
     loaded: &'a LoadedModel,
     pool: BlockPool,
     kv: KvCache,
+    log: Vec<serde_json::Value>,
+    cleared: bool,
 }
 
 impl Runner<'_> {
-    fn request(&mut self, prompt: &[u32]) -> Result<Sample> {
+    /// Empty the prefix cache: the next request starts cold.
+    fn clear(&mut self) {
+        self.pool.clear_cache();
+        self.cleared = true;
+    }
+
+    fn request(&mut self, workload: &str, label: String, prompt: &[u32]) -> Result<Sample> {
+        let cold = std::mem::take(&mut self.cleared);
+        let sample = self.measure(prompt)?;
+        self.log.push(json!({
+            "workload": workload, "label": label, "cold": cold, "tokens": prompt,
+            "tessera_ttft_ms": sample.ttft_ms, "tessera_cached_tokens": sample.cached_tokens,
+        }));
+        Ok(sample)
+    }
+
+    fn measure(&mut self, prompt: &[u32]) -> Result<Sample> {
         let model = &self.loaded.model;
         let started = Instant::now();
         let (mut seq, cached) = Sequence::start(
@@ -112,6 +135,8 @@ pub fn run(args: TtftArgs) -> Result<()> {
         loaded: &loaded,
         pool: BlockPool::new(blocks, DEFAULT_BLOCK_SIZE),
         kv: KvCache::new(loaded.model.config(), blocks, DEFAULT_BLOCK_SIZE)?,
+        log: Vec::new(),
+        cleared: false,
     };
     let steps = plan.prefixes.len() * 2 + plan.replay_turns + 2 * plan.interleaved_turns;
     let bar = ProgressBar::new(steps as u64);
@@ -132,6 +157,10 @@ pub fn run(args: TtftArgs) -> Result<()> {
     if let Some(path) = &args.plot {
         plot_sweep(path, &sweep)?;
     }
+    if let Some(path) = &args.prompts {
+        std::fs::write(path, serde_json::to_string(&runner.log)?)
+            .with_context(|| format!("writing {}", path.display()))?;
+    }
     Ok(())
 }
 
@@ -146,11 +175,11 @@ fn prefix_sweep(runner: &mut Runner<'_>, plan: &Plan, bar: &ProgressBar) -> Resu
         let prompt = |seed| -> Result<Vec<u32>> { Ok([prefix.clone(), filler(tokenizer, seed, 64)?].concat()) };
         let (cold_prompt, warm_prompt) = (prompt(2)?, prompt(3)?);
         bar.set_message(format!("prefix {prefix_len}: cold"));
-        runner.pool.clear_cache();
-        let cold = runner.request(&cold_prompt)?;
+        runner.clear();
+        let cold = runner.request("prefix_sweep", format!("{prefix_len} cold"), &cold_prompt)?;
         bar.inc(1);
         bar.set_message(format!("prefix {prefix_len}: warm"));
-        let warm = runner.request(&warm_prompt)?;
+        let warm = runner.request("prefix_sweep", format!("{prefix_len} warm"), &warm_prompt)?;
         bar.inc(1);
         rows.push((prefix_len, cold, warm));
     }
@@ -159,11 +188,11 @@ fn prefix_sweep(runner: &mut Runner<'_>, plan: &Plan, bar: &ProgressBar) -> Resu
 
 fn agent_replay(runner: &mut Runner<'_>, plan: &Plan, bar: &ProgressBar) -> Result<Vec<Sample>> {
     let transcript = agent_transcript(&runner.loaded.tokenizer, 1, plan.system_tokens, plan.replay_turns)?;
-    runner.pool.clear_cache();
+    runner.clear();
     let mut samples = Vec::new();
     for (turn, prompt) in transcript.turns.iter().enumerate() {
         bar.set_message(format!("agent replay turn {}", turn + 1));
-        samples.push(runner.request(prompt)?);
+        samples.push(runner.request("agent_replay", format!("turn {}", turn + 1), prompt)?);
         bar.inc(1);
     }
     Ok(samples)
@@ -178,12 +207,17 @@ fn interleaved_sessions(runner: &mut Runner<'_>, plan: &Plan, bar: &ProgressBar)
         agent_transcript(tokenizer, 2, plan.system_tokens, plan.interleaved_turns)?,
         agent_transcript(tokenizer, 3, plan.system_tokens, plan.interleaved_turns)?,
     ];
-    runner.pool.clear_cache();
+    runner.clear();
     let mut out = Vec::new();
     for turn in 0..plan.interleaved_turns {
         for (session, transcript) in sessions.iter().enumerate() {
             bar.set_message(format!("interleaved: session {} turn {}", session + 1, turn + 1));
-            out.push((session + 1, turn + 1, runner.request(&transcript.turns[turn])?));
+            let label = format!("session {} turn {}", session + 1, turn + 1);
+            out.push((
+                session + 1,
+                turn + 1,
+                runner.request("interleaved", label, &transcript.turns[turn])?,
+            ));
             bar.inc(1);
         }
     }
