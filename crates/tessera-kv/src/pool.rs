@@ -156,14 +156,22 @@ impl BlockPool {
 
     fn evict_one(&mut self) -> Option<BlockId> {
         let victim = self.lru.pop_front()?;
-        for removed in self.index.remove_subtree(victim) {
-            self.counters.evicted_blocks += 1;
+        let removed = self.unindex_subtree(victim);
+        self.counters.evicted_blocks += removed as u64;
+        Some(victim)
+    }
+
+    /// Drop `top` (already out of the LRU) and its descendants from the index;
+    /// cached descendants become free. Returns how many blocks left the index.
+    fn unindex_subtree(&mut self, top: BlockId) -> usize {
+        let removed = self.index.remove_subtree(top);
+        for &block in &removed {
             // Descendants of an unreferenced block are unreferenced and cached.
-            if removed != victim && self.lru.unlink(removed) {
-                self.free.push(removed);
+            if block != top && self.lru.unlink(block) {
+                self.free.push(block);
             }
         }
-        Some(victim)
+        removed.len()
     }
 
     /// Add a reference to a used or cached block (a cached one leaves the LRU).
@@ -258,11 +266,7 @@ impl BlockPool {
     /// Drop every cached block (a cold start for benchmarks); used blocks stay indexed.
     pub fn clear_cache(&mut self) {
         while let Some(block) = self.lru.pop_front() {
-            for removed in self.index.remove_subtree(block) {
-                if removed != block && self.lru.unlink(removed) {
-                    self.free.push(removed);
-                }
-            }
+            self.unindex_subtree(block);
             self.free.push(block);
         }
     }

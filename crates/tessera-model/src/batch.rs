@@ -3,7 +3,7 @@
 //! own block table. [`BatchPlan`] validates a batch once and flattens it into
 //! the per-row arrays the kernels use.
 
-use crate::attention::AttentionSeq;
+use crate::attention::{AttentionPlan, AttentionSeq};
 use crate::kv_cache::KvLayout;
 use crate::{ModelConfig, ModelError, Result};
 use tessera_kv::{BlockId, Slot};
@@ -38,7 +38,7 @@ pub(crate) struct BatchPlan<'a> {
     pub tokens: Vec<u32>,
     pub positions: Vec<usize>,
     pub slots: Vec<Slot>,
-    pub attention: Vec<AttentionSeq<'a>>,
+    pub attention: AttentionPlan<'a>,
     /// `(batch row, sequence index)` of each row that produces logits, in order.
     pub logit_rows: Vec<(usize, usize)>,
 }
@@ -48,17 +48,18 @@ impl<'a> BatchPlan<'a> {
         if batch.is_empty() {
             return Err(ModelError::InvalidBatch("the batch is empty".into()));
         }
+        let mut attention = Vec::with_capacity(batch.len());
         let mut plan = BatchPlan {
             tokens: Vec::new(),
             positions: Vec::new(),
             slots: Vec::new(),
-            attention: Vec::with_capacity(batch.len()),
+            attention: AttentionPlan::new(Vec::new(), layout.num_kv_heads),
             logit_rows: Vec::new(),
         };
         for (index, seq) in batch.iter().enumerate() {
             check_seq(index, seq, layout, config)?;
             let first_row = plan.tokens.len();
-            plan.attention.push(AttentionSeq {
+            attention.push(AttentionSeq {
                 first_row,
                 num_queries: seq.tokens.len(),
                 first_pos: seq.start_pos,
@@ -80,6 +81,7 @@ impl<'a> BatchPlan<'a> {
                 LogitsFor::All => plan.logit_rows.extend(rows.map(|row| (row, index))),
             }
         }
+        plan.attention = AttentionPlan::new(attention, layout.num_kv_heads);
         Ok(plan)
     }
 }

@@ -93,8 +93,12 @@ impl Sequence {
                 logits: logits_for,
             };
             let logits = runtime.model.forward(&[input], runtime.kv)?;
+            let full_before = self.tokens.len() / runtime.pool.block_size();
             self.tokens.extend_from_slice(piece);
-            runtime.pool.commit(&self.table, &self.tokens);
+            if self.tokens.len() / runtime.pool.block_size() > full_before {
+                // Index newly completed blocks only (a commit walks the whole chain).
+                runtime.pool.commit(&self.table, &self.tokens);
+            }
             collected = Some(match collected {
                 Some(previous) => previous.concat(logits),
                 None => logits,

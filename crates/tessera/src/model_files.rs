@@ -76,7 +76,7 @@ fn looks_like_hub_id(spec: &str) -> bool {
 }
 
 /// `$TESSERA_MODELS_DIR` or the checkout's `models/`.
-fn models_dir() -> PathBuf {
+pub fn models_dir() -> PathBuf {
     std::env::var_os("TESSERA_MODELS_DIR")
         .map(PathBuf::from)
         .unwrap_or_else(|| PathBuf::from(REPO_ROOT).join("models"))

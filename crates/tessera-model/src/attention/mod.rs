@@ -52,18 +52,34 @@ struct WorkItem {
     keys: (usize, usize),
 }
 
-/// Attention for every query row of `seqs`: `q` and `out` are `[rows, num_heads, head_dim]`.
+/// A batch's sequences and its parallel work items, planned once per forward
+/// and shared by every layer.
+#[derive(Debug, Clone)]
+pub struct AttentionPlan<'a> {
+    seqs: Vec<AttentionSeq<'a>>,
+    items: Vec<WorkItem>,
+}
+
+impl<'a> AttentionPlan<'a> {
+    /// Plan attention for `seqs` over a cache with `num_kv_heads` KV heads.
+    pub fn new(seqs: Vec<AttentionSeq<'a>>, num_kv_heads: usize) -> Self {
+        let items = plan_work(&seqs, num_kv_heads);
+        Self { seqs, items }
+    }
+}
+
+/// Attention for every query row of `plan`: `q` and `out` are `[rows, num_heads, head_dim]`.
 pub fn paged_attention(
     shape: AttentionShape,
     layout: KvLayout,
-    seqs: &[AttentionSeq<'_>],
+    plan: &AttentionPlan<'_>,
     q: &[f32],
     kv: &LayerKv,
     out: &mut [f32],
 ) {
     let group = shape.num_heads / layout.num_kv_heads;
     let dim = layout.head_dim;
-    let items = plan_work(seqs, layout.num_kv_heads);
+    let (seqs, items) = (&plan.seqs, &plan.items);
     // Per item and per head of its group: running max, running sum, accumulator.
     let partial_len = group * (dim + 2);
     let mut partials = vec![0f32; items.len() * partial_len];
@@ -73,7 +89,7 @@ pub fn paged_attention(
         let heads_q = &row_q[item.kv_head * group * dim..][..group * dim];
         attend_range(shape.scale, layout, seqs[item.seq].blocks, item, heads_q, kv, partial);
     });
-    merge_partials(&items, &partials, group, dim, shape.num_heads, out);
+    merge_partials(items, &partials, group, dim, shape.num_heads, out);
 }
 
 /// Split the work: one item per (row, KV head, partition of the row's context).

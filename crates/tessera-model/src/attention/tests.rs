@@ -133,7 +133,8 @@ fn paged(case: &Case, f: &Fixture, tables: &[Vec<BlockId>]) -> Vec<f32> {
         scale: 1.0 / (case.layout.head_dim as f32).sqrt(),
     };
     let mut out = vec![0f32; f.q.len()];
-    paged_attention(shape, case.layout, &seqs, &f.q, &f.kv, &mut out);
+    let plan = AttentionPlan::new(seqs, case.layout.num_kv_heads);
+    paged_attention(shape, case.layout, &plan, &f.q, &f.kv, &mut out);
     out
 }
 

@@ -174,13 +174,9 @@ pub fn agent_transcript(tokenizer: &Tokenizer, session: u64, system_tokens: usiz
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::path::PathBuf;
 
     fn tokenizer() -> Tokenizer {
-        let dir = std::env::var_os("TESSERA_MODELS_DIR")
-            .map(PathBuf::from)
-            .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../models"));
-        let path = dir.join("SmolLM2-135M-Instruct.Q4_1.gguf");
+        let path = crate::model_files::models_dir().join(crate::model_files::DEFAULT_MODEL_FILE);
         assert!(
             path.is_file(),
             "the real model is missing at {}: run scripts/fetch-model.sh",
