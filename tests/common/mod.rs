@@ -2,6 +2,8 @@
 //! file fails the test with the command that fetches it, never a silent skip.
 #![allow(dead_code)]
 
+pub mod tiny;
+
 use std::path::PathBuf;
 use std::sync::OnceLock;
 use tessera_kv::BlockPool;
@@ -48,6 +50,15 @@ pub fn cache_for(loaded: &LoadedModel, tokens: usize) -> (BlockPool, KvCache) {
 
 /// Greedy continuation of `prompt` for up to `max_new` tokens (stops at a stop token).
 pub fn greedy(loaded: &LoadedModel, prompt: &[u32], max_new: usize) -> Vec<u32> {
+    greedy_run(loaded, prompt, max_new, true)
+}
+
+/// Greedy continuation of `prompt` for exactly `max_new` tokens, stop tokens included.
+pub fn greedy_ignoring_eos(loaded: &LoadedModel, prompt: &[u32], max_new: usize) -> Vec<u32> {
+    greedy_run(loaded, prompt, max_new, false)
+}
+
+fn greedy_run(loaded: &LoadedModel, prompt: &[u32], max_new: usize, stop_at_eos: bool) -> Vec<u32> {
     let (mut pool, mut kv) = cache_for(loaded, prompt.len() + max_new);
     let mut seq = Sequence::new();
     let model = &loaded.model;
@@ -67,7 +78,7 @@ pub fn greedy(loaded: &LoadedModel, prompt: &[u32], max_new: usize) -> Vec<u32> 
     for _ in 0..max_new {
         let next = tessera_sample::argmax(logits.row(0)).unwrap();
         out.push(next);
-        if loaded.tokenizer.is_stop(next) {
+        if stop_at_eos && loaded.tokenizer.is_stop(next) {
             break;
         }
         logits = seq

@@ -78,33 +78,56 @@ impl Sequence {
                 other if last => other,
                 _ => LogitsFor::None,
             };
-            let start_pos = self.len();
-            if !self.table.grow(runtime.pool, start_pos + piece.len()) {
+            if !self.reserve(runtime.pool, piece.len()) {
                 return Err(ModelError::OverLimit {
                     field: "KV cache tokens",
-                    value: start_pos + piece.len(),
-                    limit: self.table.num_tokens() + runtime.pool.num_free() * runtime.pool.block_size(),
+                    value: self.len() + piece.len(),
+                    limit: self.len() + self.room(runtime.pool),
                 });
             }
-            let input = SeqInput {
-                tokens: piece,
-                start_pos,
-                blocks: self.table.blocks(),
-                logits: logits_for,
-            };
-            let logits = runtime.model.forward(&[input], runtime.kv)?;
-            let full_before = self.tokens.len() / runtime.pool.block_size();
-            self.tokens.extend_from_slice(piece);
-            if self.tokens.len() / runtime.pool.block_size() > full_before {
-                // Index newly completed blocks only (a commit walks the whole chain).
-                runtime.pool.commit(&self.table, &self.tokens);
-            }
+            let logits = runtime.model.forward(&[self.input(piece, logits_for)], runtime.kv)?;
+            self.advance(runtime.pool, piece);
             collected = Some(match collected {
                 Some(previous) => previous.concat(logits),
                 None => logits,
             });
         }
         collected.ok_or_else(|| ModelError::InvalidBatch("no tokens to feed".into()))
+    }
+
+    /// Make room in the block table for `extra` more tokens. All-or-nothing:
+    /// `false` (nothing allocated) when the pool has too few allocatable blocks.
+    pub fn reserve(&mut self, pool: &mut BlockPool, extra: usize) -> bool {
+        self.table.grow(pool, self.len() + extra)
+    }
+
+    /// How many more tokens [`reserve`](Self::reserve) can make room for now:
+    /// the slack in the table's last block plus every allocatable block.
+    pub fn room(&self, pool: &BlockPool) -> usize {
+        let capacity = self.table.blocks().len() * pool.block_size();
+        capacity.saturating_sub(self.len()) + pool.num_free() * pool.block_size()
+    }
+
+    /// This sequence's forward input for `tokens`, which follow what is cached
+    /// (call [`reserve`](Self::reserve) for them first).
+    pub fn input<'a>(&'a self, tokens: &'a [u32], logits: LogitsFor) -> SeqInput<'a> {
+        SeqInput {
+            tokens,
+            start_pos: self.len(),
+            blocks: self.table.blocks(),
+            logits,
+        }
+    }
+
+    /// Record that `tokens` ran (their K/V rows are written) and index the
+    /// blocks they completed, so later prompts can share them.
+    pub fn advance(&mut self, pool: &mut BlockPool, tokens: &[u32]) {
+        let full_before = self.tokens.len() / pool.block_size();
+        self.tokens.extend_from_slice(tokens);
+        if self.tokens.len() / pool.block_size() > full_before {
+            // Only when a block completes: a commit walks the whole chain.
+            pool.commit(&self.table, &self.tokens);
+        }
     }
 
     /// Return every block to the pool.

@@ -1,0 +1,98 @@
+//! One request's live state inside the engine: its tokens, the K/V it has in
+//! the pool, its sampler and its event channel.
+
+use crate::{Event, GenerateRequest};
+use std::time::Instant;
+use tessera_kv::SeqId;
+use tessera_model::{Sequence, TextStream};
+use tessera_sample::Sampler;
+use tokio::sync::mpsc::UnboundedSender;
+
+/// How a request stops, fixed at submission.
+#[derive(Debug, Clone)]
+pub(crate) struct StopRule {
+    pub max_tokens: usize,
+    pub stop_at_eos: bool,
+    pub stop_tokens: Vec<u32>,
+}
+
+/// A request the engine is serving (waiting, running or preempted).
+///
+/// Invariant: `kv.len() <= tokens.len()`; the tokens still to run are
+/// `tokens[kv.len()..]` (the uncached prompt, or the last sampled token).
+#[derive(Debug)]
+pub(crate) struct Active {
+    pub id: SeqId,
+    /// Prompt followed by the generated tokens.
+    pub tokens: Vec<u32>,
+    pub prompt_len: usize,
+    /// The K/V this sequence holds in the pool (empty while waiting).
+    pub kv: Sequence,
+    pub sampler: Sampler,
+    pub stop: StopRule,
+    pub text: TextStream,
+    pub events: UnboundedSender<Event>,
+    pub times: Times,
+    /// Prompt tokens reused at the first admission (`None` before it).
+    pub cached_tokens: Option<usize>,
+}
+
+/// When things happened to a request.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Times {
+    pub submitted: Instant,
+    pub admitted: Option<Instant>,
+    pub first_token: Option<Instant>,
+    pub last_token: Option<Instant>,
+}
+
+impl Active {
+    pub fn new(id: SeqId, request: GenerateRequest, sampler: Sampler, events: UnboundedSender<Event>) -> Self {
+        Self {
+            id,
+            prompt_len: request.prompt.len(),
+            tokens: request.prompt,
+            kv: Sequence::new(),
+            sampler,
+            stop: StopRule {
+                max_tokens: request.max_tokens,
+                stop_at_eos: request.stop_at_eos,
+                stop_tokens: request.stop_tokens,
+            },
+            text: TextStream::new(),
+            events,
+            times: Times {
+                submitted: Instant::now(),
+                admitted: None,
+                first_token: None,
+                last_token: None,
+            },
+            cached_tokens: None,
+        }
+    }
+
+    /// Tokens generated so far.
+    pub fn generated(&self) -> usize {
+        self.tokens.len() - self.prompt_len
+    }
+
+    /// Tokens still to run through the model before the next sample.
+    pub fn pending(&self) -> usize {
+        self.tokens.len() - self.kv.len()
+    }
+
+    /// Whether the prompt is done and the sequence feeds one sampled token per step.
+    pub fn is_decoding(&self) -> bool {
+        self.kv.len() >= self.prompt_len
+    }
+
+    /// Whether the caller dropped its receiver.
+    pub fn is_cancelled(&self) -> bool {
+        self.events.is_closed()
+    }
+
+    /// Whether `token` ends generation.
+    pub fn is_stop_token(&self, token: u32, tokenizer: &tessera_model::Tokenizer) -> bool {
+        (self.stop.stop_at_eos && tokenizer.is_stop(token)) || self.stop.stop_tokens.contains(&token)
+    }
+}

@@ -1,0 +1,293 @@
+//! The step loop: the thread that owns the model, the pool, the K/V storage and
+//! every sequence. It drains commands, sweeps cancelled requests, admits, plans,
+//! runs one forward, samples, streams and finishes — then goes again, blocking
+//! on the command channel only when there is nothing to run.
+
+use crate::active::Active;
+use crate::handle::Shared;
+use crate::scheduler::{Chunk, Resources, Scheduler};
+use crate::{persist, Completion, EngineConfig, EngineError, EngineMetrics, Event, FinishReason, Timings, Usage};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Instant;
+use tessera_kv::BlockPool;
+use tessera_model::{KvCache, Logits, LogitsFor, Model, Tokenizer};
+use tokio::sync::{mpsc, oneshot};
+
+/// A reply channel for a command.
+pub(crate) type Reply<T> = oneshot::Sender<Result<T, EngineError>>;
+
+/// What a handle can ask the engine.
+#[derive(Debug)]
+pub(crate) enum Command {
+    Submit(Box<Active>),
+    Metrics(Reply<EngineMetrics>),
+    ClearPrefixCache(Reply<usize>),
+    SavePrefixCache(Reply<usize>),
+    Shutdown(Reply<()>),
+}
+
+/// The engine's owned state.
+pub(crate) struct Engine {
+    pub model: Model,
+    pub tokenizer: Arc<Tokenizer>,
+    pub pool: BlockPool,
+    pub kv: KvCache,
+    pub config: EngineConfig,
+    pub scheduler: Scheduler,
+    pub metrics: EngineMetrics,
+    pub shared: Arc<Shared>,
+}
+
+/// Whether the loop goes on after a command.
+#[derive(PartialEq, Eq)]
+enum Flow {
+    Continue,
+    Stop,
+}
+
+impl Engine {
+    /// Run until shut down, or until every handle is gone and the work is done.
+    pub fn run(mut self, mut commands: mpsc::UnboundedReceiver<Command>) {
+        loop {
+            if self.scheduler.is_idle() {
+                let Some(command) = commands.blocking_recv() else {
+                    break;
+                };
+                if self.handle(command) == Flow::Stop {
+                    return;
+                }
+            }
+            while let Ok(command) = commands.try_recv() {
+                if self.handle(command) == Flow::Stop {
+                    return;
+                }
+            }
+            self.step();
+        }
+        if let Err(error) = self.save_cache() {
+            tracing::warn!(%error, "saving the prefix cache at exit");
+        }
+    }
+
+    fn handle(&mut self, command: Command) -> Flow {
+        match command {
+            Command::Submit(seq) => self.scheduler.waiting.push_back(*seq),
+            Command::Metrics(reply) => {
+                let _ = reply.send(Ok(self.snapshot()));
+            }
+            Command::ClearPrefixCache(reply) => {
+                let cached = self.pool.num_cached();
+                self.pool.clear_cache();
+                let _ = reply.send(Ok(cached));
+            }
+            Command::SavePrefixCache(reply) => {
+                let _ = reply.send(self.save_cache());
+            }
+            Command::Shutdown(reply) => {
+                self.fail_everything(EngineError::Stopped);
+                let _ = reply.send(self.save_cache().map(|_| ()));
+                return Flow::Stop;
+            }
+        }
+        Flow::Continue
+    }
+
+    /// Save when a directory is configured; `Ok(0)` when none is.
+    fn save_cache(&self) -> Result<usize, EngineError> {
+        match (&self.config.kv_cache_dir, &self.config.model_fingerprint) {
+            (Some(dir), Some(fingerprint)) => persist::save(dir, fingerprint, &self.pool, &self.kv),
+            _ => Ok(0),
+        }
+    }
+
+    fn snapshot(&self) -> EngineMetrics {
+        let stats = self.pool.stats();
+        EngineMetrics {
+            kv_blocks_total: stats.total,
+            kv_blocks_used: stats.used,
+            kv_blocks_cached: stats.cached,
+            kv_blocks_free: stats.free,
+            evicted_blocks: self.pool.counters().evicted_blocks,
+            requests_running: self.scheduler.running.len(),
+            requests_waiting: self.scheduler.waiting.len(),
+            ..self.metrics.clone()
+        }
+    }
+
+    /// One scheduling round and at most one forward pass.
+    fn step(&mut self) {
+        let never_admitted = self.scheduler.sweep_cancelled(&mut self.pool, &mut self.metrics);
+        self.dequeued(never_admitted);
+        let mut resources = Resources {
+            model: &self.model,
+            pool: &mut self.pool,
+            kv: &mut self.kv,
+            metrics: &mut self.metrics,
+        };
+        let admitted = self.scheduler.admit(&mut resources);
+        self.dequeued(admitted);
+        let plan = self.scheduler.plan(&mut self.pool, &mut self.metrics);
+        for seq in plan.exhausted {
+            self.finish(seq, FinishReason::Length);
+        }
+        if plan.chunks.is_empty() {
+            return;
+        }
+        match self.forward(&plan.chunks) {
+            Ok(logits) => self.absorb(&plan.chunks, logits),
+            Err(error) => {
+                tracing::error!(%error, "forward pass failed");
+                for chunk in &plan.chunks {
+                    if let Some(seq) = self.take_running(chunk.seq) {
+                        self.fail(seq, EngineError::Model(error.to_string()));
+                    }
+                }
+            }
+        }
+    }
+
+    /// Requests leaving the waiting count a handle checks against `max_waiting`.
+    fn dequeued(&self, count: usize) {
+        if count > 0 {
+            self.shared.queued.fetch_sub(count, Ordering::AcqRel);
+        }
+    }
+
+    /// Run the planned chunks as one ragged batch.
+    fn forward(&mut self, chunks: &[Chunk]) -> tessera_model::Result<Logits> {
+        let running = &self.scheduler.running;
+        let inputs: Vec<_> = chunks
+            .iter()
+            .filter_map(|chunk| {
+                running
+                    .iter()
+                    .find(|seq| seq.id == chunk.seq)
+                    .map(|seq| (seq, chunk.len))
+            })
+            .map(|(seq, len)| {
+                let start = seq.kv.len();
+                let wants_logits = start + len == seq.tokens.len();
+                let logits = if wants_logits { LogitsFor::Last } else { LogitsFor::None };
+                seq.kv.input(&seq.tokens[start..start + len], logits)
+            })
+            .collect();
+        self.metrics.steps += 1;
+        self.model.forward(&inputs, &mut self.kv)
+    }
+
+    /// Record what ran, sample where logits came back, stream and finish.
+    fn absorb(&mut self, chunks: &[Chunk], mut logits: Logits) {
+        let mut done = Vec::new();
+        for (batch_index, chunk) in chunks.iter().enumerate() {
+            let Some(seq) = self.scheduler.running.iter_mut().find(|seq| seq.id == chunk.seq) else {
+                continue;
+            };
+            let start = seq.kv.len();
+            let prompt_part = (start + chunk.len).min(seq.prompt_len).saturating_sub(start);
+            self.metrics.prefill_tokens += prompt_part as u64;
+            seq.kv.advance(&mut self.pool, &seq.tokens[start..start + chunk.len]);
+            if seq.pending() > 0 {
+                continue;
+            }
+            let Some(row) = logits.rows_of_seq(batch_index).next() else {
+                continue;
+            };
+            let outcome = emit_next(seq, logits.row_mut(row), &self.tokenizer, &mut self.metrics);
+            let limit = self.model.config().max_context;
+            match outcome {
+                Ok(Some(reason)) => done.push((seq.id, Ok(reason))),
+                Ok(None) if seq.tokens.len() >= limit => done.push((seq.id, Ok(FinishReason::Length))),
+                Ok(None) => {}
+                Err(error) => done.push((seq.id, Err(error))),
+            }
+        }
+        for (id, outcome) in done {
+            if let Some(seq) = self.take_running(id) {
+                match outcome {
+                    Ok(reason) => self.finish(seq, reason),
+                    Err(error) => self.fail(seq, error),
+                }
+            }
+        }
+    }
+
+    fn take_running(&mut self, id: tessera_kv::SeqId) -> Option<Active> {
+        let at = self.scheduler.running.iter().position(|seq| seq.id == id)?;
+        Some(self.scheduler.running.remove(at))
+    }
+
+    /// End a request normally: free its blocks (full ones stay cached) and send the completion.
+    fn finish(&mut self, mut seq: Active, reason: FinishReason) {
+        seq.kv.release(&mut self.pool);
+        self.metrics.requests_finished += 1;
+        let now = Instant::now();
+        let since = |at: Option<Instant>| at.map(|t| t - seq.times.submitted).unwrap_or_default();
+        let completion = Completion {
+            reason,
+            usage: Usage {
+                prompt_tokens: seq.prompt_len,
+                completion_tokens: seq.generated(),
+                cached_tokens: seq.cached_tokens.unwrap_or(0),
+            },
+            timings: Timings {
+                queued: since(seq.times.admitted),
+                time_to_first_token: since(seq.times.first_token),
+                total: now - seq.times.submitted,
+            },
+        };
+        let _ = seq.events.send(Event::Finished(completion));
+    }
+
+    /// End a request with an error, freeing its blocks.
+    fn fail(&mut self, mut seq: Active, error: EngineError) {
+        seq.kv.release(&mut self.pool);
+        self.metrics.requests_failed += 1;
+        let _ = seq.events.send(Event::Failed(error));
+    }
+
+    /// Fail every waiting and running request (shutdown).
+    fn fail_everything(&mut self, error: EngineError) {
+        let waiting: Vec<Active> = self.scheduler.waiting.drain(..).collect();
+        let never_admitted = waiting.iter().filter(|seq| seq.times.admitted.is_none()).count();
+        self.dequeued(never_admitted);
+        let running: Vec<Active> = self.scheduler.running.drain(..).collect();
+        for seq in waiting.into_iter().chain(running) {
+            self.fail(seq, error.clone());
+        }
+    }
+}
+
+/// Sample the next token from `logits`, append it and stream its text. Returns
+/// the finish reason when this token ends the request.
+fn emit_next(
+    seq: &mut Active,
+    logits: &mut [f32],
+    tokenizer: &Tokenizer,
+    metrics: &mut EngineMetrics,
+) -> Result<Option<FinishReason>, EngineError> {
+    let token = seq.sampler.sample(logits, &seq.tokens)?;
+    seq.tokens.push(token);
+    let now = Instant::now();
+    match seq.times.last_token {
+        None => metrics.time_to_first_token.observe(now - seq.times.submitted),
+        Some(previous) => metrics.inter_token.observe(now - previous),
+    }
+    seq.times.first_token.get_or_insert(now);
+    seq.times.last_token = Some(now);
+    metrics.generated_tokens += 1;
+    if seq.is_stop_token(token, tokenizer) {
+        return Ok(Some(FinishReason::Stop));
+    }
+    let text = seq
+        .text
+        .push(tokenizer, token)
+        .map_err(|error| EngineError::Model(format!("decoding token {token}: {error}")))?
+        .unwrap_or_default();
+    // A closed receiver is noticed (and the sequence cancelled) at the next sweep.
+    let _ = seq.events.send(Event::Token { id: token, text });
+    if seq.generated() >= seq.stop.max_tokens {
+        return Ok(Some(FinishReason::Length));
+    }
+    Ok(None)
+}

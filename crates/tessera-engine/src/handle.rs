@@ -1,0 +1,248 @@
+//! The caller's side: a cloneable handle that validates requests at the
+//! boundary and talks to the step loop over channels, and the per-request
+//! event stream. Works from async code (`.await`) and from plain threads
+//! (`wait`, `blocking_next`); it must not block inside an async runtime.
+
+use crate::active::Active;
+use crate::engine::{Command, Engine};
+use crate::scheduler::Scheduler;
+use crate::{persist, Completion, EngineConfig, EngineError, EngineMetrics, Event, GenerateRequest};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::Arc;
+use tessera_kv::{BlockPool, SeqId};
+use tessera_model::{ChatTemplate, KvCache, LoadedModel, ModelConfig, Tokenizer};
+use tessera_sample::Sampler;
+use tokio::sync::{mpsc, oneshot};
+
+/// State the handles share with the engine.
+#[derive(Debug)]
+pub(crate) struct Shared {
+    /// Requests submitted and not yet admitted (first admission only).
+    pub queued: AtomicUsize,
+    next_id: AtomicU64,
+    max_waiting: usize,
+    kv_tokens: usize,
+    model_config: ModelConfig,
+    tokenizer: Arc<Tokenizer>,
+    template: ChatTemplate,
+}
+
+/// A cloneable handle to a running engine.
+#[derive(Debug, Clone)]
+pub struct EngineHandle {
+    commands: mpsc::UnboundedSender<Command>,
+    shared: Arc<Shared>,
+}
+
+impl EngineHandle {
+    /// Start an engine thread that owns `loaded`'s model and a pool sized by
+    /// `config`, restoring the persisted prefix cache when one is configured.
+    pub fn start(loaded: LoadedModel, config: EngineConfig) -> Result<Self, EngineError> {
+        config.validate()?;
+        let LoadedModel {
+            model,
+            tokenizer,
+            template,
+        } = loaded;
+        let mut kv = KvCache::new(model.config(), config.kv_blocks, config.block_size)
+            .map_err(|error| EngineError::Config(error.to_string()))?;
+        let mut pool = BlockPool::new(config.kv_blocks, config.block_size);
+        if let (Some(dir), Some(fingerprint)) = (&config.kv_cache_dir, &config.model_fingerprint) {
+            persist::restore(dir, fingerprint, &mut pool, &mut kv);
+        }
+        let tokenizer = Arc::new(tokenizer);
+        let shared = Arc::new(Shared {
+            queued: AtomicUsize::new(0),
+            next_id: AtomicU64::new(1),
+            max_waiting: config.max_waiting,
+            kv_tokens: config.kv_tokens(),
+            model_config: model.config().clone(),
+            tokenizer: tokenizer.clone(),
+            template,
+        });
+        let engine = Engine {
+            model,
+            tokenizer,
+            pool,
+            kv,
+            scheduler: Scheduler::new(config.max_running, config.max_batch_tokens),
+            config,
+            metrics: EngineMetrics::default(),
+            shared: shared.clone(),
+        };
+        let (commands, receiver) = mpsc::unbounded_channel();
+        std::thread::Builder::new()
+            .name("tessera-engine".into())
+            .spawn(move || engine.run(receiver))
+            .map_err(|error| EngineError::Config(format!("starting the engine thread: {error}")))?;
+        Ok(Self { commands, shared })
+    }
+
+    /// The tokenizer (to encode prompts and decode ids).
+    pub fn tokenizer(&self) -> &Tokenizer {
+        &self.shared.tokenizer
+    }
+
+    /// The chat template.
+    pub fn template(&self) -> &ChatTemplate {
+        &self.shared.template
+    }
+
+    /// The model's configuration (context length, vocabulary size, ...).
+    pub fn model_config(&self) -> &ModelConfig {
+        &self.shared.model_config
+    }
+
+    /// Validate `request` and queue it. Events stream back on the returned
+    /// stream; dropping it cancels the request and frees its blocks.
+    pub fn submit(&self, request: GenerateRequest) -> Result<EventStream, EngineError> {
+        self.validate(&request)?;
+        let sampler = Sampler::new(request.sampling.clone())?;
+        let limit = self.shared.max_waiting;
+        let queued = self.shared.queued.fetch_add(1, Ordering::AcqRel);
+        if queued >= limit {
+            self.shared.queued.fetch_sub(1, Ordering::AcqRel);
+            return Err(EngineError::QueueFull { limit });
+        }
+        let id = SeqId(self.shared.next_id.fetch_add(1, Ordering::Relaxed));
+        let (events, receiver) = mpsc::unbounded_channel();
+        let active = Active::new(id, request, sampler, events);
+        if self.commands.send(Command::Submit(Box::new(active))).is_err() {
+            self.shared.queued.fetch_sub(1, Ordering::AcqRel);
+            return Err(EngineError::Stopped);
+        }
+        Ok(EventStream { id, events: receiver })
+    }
+
+    fn validate(&self, request: &GenerateRequest) -> Result<(), EngineError> {
+        let context = self.shared.model_config.max_context;
+        let vocab = self.shared.model_config.vocab_size;
+        let prompt = request.prompt.len();
+        if prompt == 0 {
+            return Err(EngineError::Invalid {
+                field: "prompt",
+                message: "must contain at least one token".into(),
+            });
+        }
+        let over = |field, value, limit| Err(EngineError::OverLimit { field, value, limit });
+        if prompt >= context {
+            return over("prompt tokens", prompt, context - 1);
+        }
+        if prompt >= self.shared.kv_tokens {
+            return over("prompt tokens", prompt, self.shared.kv_tokens - 1);
+        }
+        if let Some(&token) = request.prompt.iter().find(|&&t| t as usize >= vocab) {
+            return over("prompt token id", token as usize, vocab - 1);
+        }
+        if request.max_tokens == 0 {
+            return Err(EngineError::Invalid {
+                field: "max_tokens",
+                message: "must be at least 1".into(),
+            });
+        }
+        Ok(())
+    }
+
+    fn ask<T>(&self, command: impl FnOnce(crate::engine::Reply<T>) -> Command) -> Pending<T> {
+        let (reply, receiver) = oneshot::channel();
+        // If the engine is gone, the dropped reply makes `wait` answer `Stopped`.
+        let _ = self.commands.send(command(reply));
+        Pending(receiver)
+    }
+
+    /// A snapshot of the engine's metrics.
+    pub fn metrics(&self) -> Pending<EngineMetrics> {
+        self.ask(Command::Metrics)
+    }
+
+    /// Drop every cached (unreferenced) block: the next request starts cold.
+    /// Answers how many blocks were dropped.
+    pub fn clear_prefix_cache(&self) -> Pending<usize> {
+        self.ask(Command::ClearPrefixCache)
+    }
+
+    /// Write the prefix cache to the configured directory now (0 blocks when
+    /// none is configured).
+    pub fn save_prefix_cache(&self) -> Pending<usize> {
+        self.ask(Command::SavePrefixCache)
+    }
+
+    /// Fail what is queued or running, save the prefix cache (when configured)
+    /// and stop the engine thread.
+    pub fn shutdown(&self) -> Pending<()> {
+        self.ask(Command::Shutdown)
+    }
+}
+
+/// A reply the engine will send.
+#[derive(Debug)]
+pub struct Pending<T>(oneshot::Receiver<Result<T, EngineError>>);
+
+impl<T> Pending<T> {
+    /// Block this thread for the reply (not from inside an async runtime).
+    pub fn wait(self) -> Result<T, EngineError> {
+        self.0.blocking_recv().map_err(|_| EngineError::Stopped)?
+    }
+
+    /// Await the reply.
+    pub async fn recv(self) -> Result<T, EngineError> {
+        self.0.await.map_err(|_| EngineError::Stopped)?
+    }
+}
+
+/// One request's events, ending with `Finished` or `Failed`. Dropping it cancels the request.
+#[derive(Debug)]
+pub struct EventStream {
+    id: SeqId,
+    events: mpsc::UnboundedReceiver<Event>,
+}
+
+/// A finished request, collected.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Output {
+    /// Generated token ids (a final stop token excluded).
+    pub tokens: Vec<u32>,
+    /// Their text.
+    pub text: String,
+    /// How it ended.
+    pub completion: Completion,
+}
+
+impl EventStream {
+    /// The request's id.
+    pub fn id(&self) -> SeqId {
+        self.id
+    }
+
+    /// The next event; `None` after the last one.
+    pub async fn next(&mut self) -> Option<Event> {
+        self.events.recv().await
+    }
+
+    /// The next event, blocking this thread (not from inside an async runtime).
+    pub fn blocking_next(&mut self) -> Option<Event> {
+        self.events.blocking_recv()
+    }
+
+    /// Block until the request ends and collect it.
+    pub fn wait(mut self) -> Result<Output, EngineError> {
+        let mut output = (Vec::new(), String::new());
+        while let Some(event) = self.blocking_next() {
+            match event {
+                Event::Token { id, text } => {
+                    output.0.push(id);
+                    output.1.push_str(&text);
+                }
+                Event::Finished(completion) => {
+                    return Ok(Output {
+                        tokens: output.0,
+                        text: output.1,
+                        completion,
+                    })
+                }
+                Event::Failed(error) => return Err(error),
+            }
+        }
+        Err(EngineError::Stopped)
+    }
+}

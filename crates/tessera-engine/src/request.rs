@@ -1,0 +1,91 @@
+//! What a caller submits and what streams back.
+
+use std::time::Duration;
+use tessera_sample::SamplingParams;
+
+/// A generation request over already-tokenized input.
+#[derive(Debug, Clone)]
+pub struct GenerateRequest {
+    /// Prompt token ids (at least one).
+    pub prompt: Vec<u32>,
+    /// How tokens are drawn.
+    pub sampling: SamplingParams,
+    /// Most tokens to generate (at least one).
+    pub max_tokens: usize,
+    /// Stop at the tokenizer's end-of-turn tokens (off to measure fixed lengths).
+    pub stop_at_eos: bool,
+    /// More token ids that end generation.
+    pub stop_tokens: Vec<u32>,
+}
+
+impl GenerateRequest {
+    /// Greedy decoding of up to `max_tokens` after `prompt`, stopping at end of turn.
+    pub fn greedy(prompt: Vec<u32>, max_tokens: usize) -> Self {
+        Self {
+            prompt,
+            sampling: SamplingParams::default(),
+            max_tokens,
+            stop_at_eos: true,
+            stop_tokens: Vec::new(),
+        }
+    }
+}
+
+/// Why generation ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FinishReason {
+    /// An end-of-turn or stop token was drawn (it is not streamed as text).
+    Stop,
+    /// `max_tokens` were generated, or the context or the KV pool is full.
+    Length,
+}
+
+/// Token accounting, OpenAI-style.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Usage {
+    /// Prompt tokens.
+    pub prompt_tokens: usize,
+    /// Tokens generated (a final stop token included).
+    pub completion_tokens: usize,
+    /// Prompt tokens whose K/V came from the prefix cache at admission.
+    pub cached_tokens: usize,
+}
+
+/// Where the request's time went, measured by the engine.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct Timings {
+    /// Submission to first admission.
+    pub queued: Duration,
+    /// Submission to the first generated token.
+    pub time_to_first_token: Duration,
+    /// Submission to the end.
+    pub total: Duration,
+}
+
+/// How a request ended, sent as its last event.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Completion {
+    /// Why.
+    pub reason: FinishReason,
+    /// Token counts.
+    pub usage: Usage,
+    /// Timings.
+    pub timings: Timings,
+}
+
+/// One item of a request's stream.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Event {
+    /// A generated token and the text it completes (empty while a multi-byte
+    /// character is still incomplete; the text arrives with a later token).
+    Token {
+        /// Token id.
+        id: u32,
+        /// Newly completed text.
+        text: String,
+    },
+    /// The request finished normally (the stream's last event).
+    Finished(Completion),
+    /// The request failed (the stream's last event).
+    Failed(crate::EngineError),
+}

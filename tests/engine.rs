@@ -1,0 +1,298 @@
+//! The engine on the real model: concurrent sequences produce exactly what each
+//! produces alone, cache hits (whole prompt, mid-block, on a live sequence's
+//! blocks) change nothing, preemption under block pressure changes nothing,
+//! a dropped stream frees its blocks, bad requests get typed errors, and the
+//! pool is back to baseline after every test.
+
+mod common;
+
+use common::{chat_prompt, greedy, long_prompt, model};
+use std::time::{Duration, Instant};
+use tessera_engine::{EngineConfig, EngineError, EngineHandle, EngineMetrics, Event, FinishReason, GenerateRequest};
+use tessera_model::LoadOptions;
+use tessera_sample::SamplingParams;
+
+fn start(config: EngineConfig) -> EngineHandle {
+    EngineHandle::start(common::load(&LoadOptions::default()), config).expect("starting the engine")
+}
+
+fn encode(text: &str) -> Vec<u32> {
+    model().tokenizer.encode(text).unwrap()
+}
+
+/// What the single-sequence path (no engine, no batching) generates, without the stop token.
+fn alone(prompt: &[u32], max_tokens: usize) -> Vec<u32> {
+    let mut out = greedy(model(), prompt, max_tokens);
+    if out.last().is_some_and(|&t| model().tokenizer.is_stop(t)) {
+        out.pop();
+    }
+    out
+}
+
+/// Wait until the engine is idle; then no block may be referenced.
+fn assert_baseline(engine: &EngineHandle) -> EngineMetrics {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let m = engine.metrics().wait().unwrap();
+        if m.requests_running == 0 && m.requests_waiting == 0 {
+            assert_eq!(m.kv_blocks_used, 0, "blocks still referenced: {m:?}");
+            assert_eq!(m.kv_blocks_free + m.kv_blocks_cached, m.kv_blocks_total);
+            return m;
+        }
+        assert!(Instant::now() < deadline, "engine never went idle: {m:?}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+fn prompts() -> Vec<Vec<u32>> {
+    vec![
+        encode(&long_prompt()),
+        encode(&chat_prompt("Name three primary colors.")),
+        encode(&chat_prompt(
+            "Name three primary colors and explain why they are primary.",
+        )),
+        encode(&chat_prompt("Write a haiku about the sea.")),
+    ]
+}
+
+#[test]
+fn concurrent_sequences_match_each_alone() {
+    // A small step budget: the 300-token prompt prefills in chunks while the others decode.
+    let engine = start(EngineConfig {
+        max_batch_tokens: 48,
+        ..EngineConfig::for_tokens(4096)
+    });
+    let prompts = prompts();
+    let streams: Vec<_> = prompts
+        .iter()
+        .map(|p| engine.submit(GenerateRequest::greedy(p.clone(), 24)).unwrap())
+        .collect();
+    for (prompt, stream) in prompts.iter().zip(streams) {
+        let output = stream.wait().unwrap();
+        assert_eq!(output.tokens, alone(prompt, 24), "prompt of {} tokens", prompt.len());
+        assert_eq!(output.completion.usage.prompt_tokens, prompt.len());
+        assert_eq!(output.text, model().tokenizer.decode(&output.tokens).unwrap());
+    }
+    let metrics = assert_baseline(&engine);
+    assert!(metrics.steps > 0 && metrics.generated_tokens > 0);
+    assert_eq!(metrics.requests_finished, 4);
+    assert_eq!(metrics.time_to_first_token.count, 4);
+}
+
+#[test]
+fn cache_hits_change_nothing() {
+    let engine = start(EngineConfig::for_tokens(4096));
+    let base = encode(&long_prompt());
+    let first = engine
+        .submit(GenerateRequest::greedy(base.clone(), 16))
+        .unwrap()
+        .wait()
+        .unwrap();
+    assert_eq!(first.completion.usage.cached_tokens, 0);
+    // The same prompt: everything but the last token is reused (a mid-block copy included).
+    let again = engine
+        .submit(GenerateRequest::greedy(base.clone(), 16))
+        .unwrap()
+        .wait()
+        .unwrap();
+    assert_eq!(again.completion.usage.cached_tokens, base.len() - 1);
+    assert_eq!(again.tokens, first.tokens);
+    // Cuts on and off block boundaries, then a different continuation.
+    for cut in [32, 37, 100, 161] {
+        let mut prompt = base[..cut].to_vec();
+        prompt.extend(encode(&chat_prompt("And in Python?")));
+        let output = engine
+            .submit(GenerateRequest::greedy(prompt.clone(), 12))
+            .unwrap()
+            .wait()
+            .unwrap();
+        assert_eq!(output.completion.usage.cached_tokens, cut, "cut at {cut}");
+        assert_eq!(output.tokens, alone(&prompt, 12), "cut at {cut}");
+    }
+    let metrics = assert_baseline(&engine);
+    assert!(metrics.hit_rate() > 0.5, "{metrics:?}");
+}
+
+#[test]
+fn a_hit_on_a_live_sequences_blocks_matches() {
+    let engine = start(EngineConfig::for_tokens(4096));
+    let base = encode(&long_prompt());
+    let mut live = engine
+        .submit(GenerateRequest {
+            stop_at_eos: false,
+            ..GenerateRequest::greedy(base.clone(), 40)
+        })
+        .unwrap();
+    // Once it streams, its prompt blocks are indexed and still referenced by it.
+    assert!(matches!(live.blocking_next(), Some(Event::Token { .. })));
+    let mut prompt = base[..200].to_vec();
+    prompt.extend(encode(&chat_prompt("Summarize the question.")));
+    let output = engine
+        .submit(GenerateRequest::greedy(prompt.clone(), 12))
+        .unwrap()
+        .wait()
+        .unwrap();
+    assert_eq!(output.completion.usage.cached_tokens, 200);
+    assert_eq!(output.tokens, alone(&prompt, 12));
+    let live = live.wait().unwrap();
+    assert_eq!(live.completion.reason, FinishReason::Length);
+    assert_baseline(&engine);
+}
+
+#[test]
+fn preemption_under_block_pressure_changes_nothing() {
+    // 12 blocks = 192 tokens: each request fits alone, four together do not.
+    let engine = start(EngineConfig {
+        kv_blocks: 12,
+        max_batch_tokens: 64,
+        max_running: 4,
+        ..EngineConfig::default()
+    });
+    let prompts: Vec<Vec<u32>> = prompts()
+        .into_iter()
+        .skip(1)
+        .chain([encode(&chat_prompt("Count to ten."))])
+        .collect();
+    let request = |p: &Vec<u32>| GenerateRequest {
+        stop_at_eos: false,
+        ..GenerateRequest::greedy(p.clone(), 60)
+    };
+    let streams: Vec<_> = prompts.iter().map(|p| engine.submit(request(p)).unwrap()).collect();
+    for (prompt, stream) in prompts.iter().zip(streams) {
+        let output = stream.wait().unwrap();
+        let reference = common::greedy_ignoring_eos(model(), prompt, 60);
+        assert_eq!(output.tokens, reference, "prompt of {} tokens", prompt.len());
+    }
+    let metrics = assert_baseline(&engine);
+    assert!(metrics.preemptions > 0, "the pool was never short: {metrics:?}");
+}
+
+#[test]
+fn a_dropped_stream_cancels_and_frees_its_blocks() {
+    let engine = start(EngineConfig::for_tokens(4096));
+    let mut stream = engine
+        .submit(GenerateRequest {
+            stop_at_eos: false,
+            ..GenerateRequest::greedy(encode(&long_prompt()), 500)
+        })
+        .unwrap();
+    assert!(matches!(stream.blocking_next(), Some(Event::Token { .. })));
+    drop(stream);
+    let metrics = assert_baseline(&engine);
+    assert_eq!(metrics.requests_cancelled, 1);
+    assert!(metrics.generated_tokens < 500);
+}
+
+#[test]
+fn bad_requests_get_typed_errors() {
+    let engine = start(EngineConfig {
+        max_running: 1,
+        max_waiting: 1,
+        ..EngineConfig::for_tokens(2048)
+    });
+    let config = engine.model_config().clone();
+    let submit = |prompt: Vec<u32>, max_tokens| engine.submit(GenerateRequest::greedy(prompt, max_tokens)).err();
+    assert!(matches!(
+        submit(vec![], 4),
+        Some(EngineError::Invalid { field: "prompt", .. })
+    ));
+    let bad_id = config.vocab_size as u32;
+    assert_eq!(
+        submit(vec![1, bad_id], 4),
+        Some(EngineError::OverLimit {
+            field: "prompt token id",
+            value: bad_id as usize,
+            limit: config.vocab_size - 1
+        })
+    );
+    assert!(matches!(
+        submit(vec![1; 2048], 4),
+        Some(EngineError::OverLimit {
+            field: "prompt tokens",
+            ..
+        })
+    ));
+    assert!(matches!(
+        submit(vec![1, 2], 0),
+        Some(EngineError::Invalid {
+            field: "max_tokens",
+            ..
+        })
+    ));
+    let hot = GenerateRequest {
+        sampling: SamplingParams {
+            temperature: -1.0,
+            ..SamplingParams::default()
+        },
+        ..GenerateRequest::greedy(vec![1, 2], 4)
+    };
+    assert!(matches!(
+        engine.submit(hot),
+        Err(EngineError::Invalid {
+            field: "temperature",
+            ..
+        })
+    ));
+    // One running (admitted once it streams), one waiting: the third is refused.
+    let long = |n| GenerateRequest {
+        stop_at_eos: false,
+        ..GenerateRequest::greedy(encode(&chat_prompt("Tell me a story.")), n)
+    };
+    let mut running = engine.submit(long(200)).unwrap();
+    assert!(matches!(running.blocking_next(), Some(Event::Token { .. })));
+    let waiting = engine.submit(long(2)).unwrap();
+    assert_eq!(engine.submit(long(2)).err(), Some(EngineError::QueueFull { limit: 1 }));
+    drop(running);
+    assert_eq!(waiting.wait().unwrap().tokens.len(), 2);
+    assert_baseline(&engine);
+}
+
+#[test]
+fn the_prefix_cache_survives_a_restart() {
+    let dir = std::env::temp_dir().join(format!("tessera-engine-persist-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let fingerprint = tessera_model::model_fingerprint(&common::model_path()).unwrap();
+    let config = EngineConfig {
+        kv_cache_dir: Some(dir.clone()),
+        model_fingerprint: Some(fingerprint),
+        ..EngineConfig::for_tokens(4096)
+    };
+    let prompt = encode(&long_prompt());
+    let first = start(config.clone());
+    let cold = first
+        .submit(GenerateRequest::greedy(prompt.clone(), 8))
+        .unwrap()
+        .wait()
+        .unwrap();
+    assert_eq!(cold.completion.usage.cached_tokens, 0);
+    first.shutdown().wait().unwrap();
+
+    let second = start(config.clone());
+    let warm = second
+        .submit(GenerateRequest::greedy(prompt.clone(), 8))
+        .unwrap()
+        .wait()
+        .unwrap();
+    assert_eq!(warm.completion.usage.cached_tokens, prompt.len() - 1);
+    assert_eq!(warm.tokens, cold.tokens);
+    second.shutdown().wait().unwrap();
+
+    // A corrupt file is ignored (with a warning): a cold start, same answer.
+    for entry in std::fs::read_dir(&dir).unwrap() {
+        let path = entry.unwrap().path();
+        let mut bytes = std::fs::read(&path).unwrap();
+        let middle = bytes.len() / 2;
+        bytes[middle] ^= 0xff;
+        std::fs::write(&path, bytes).unwrap();
+    }
+    let third = start(config);
+    let after = third
+        .submit(GenerateRequest::greedy(prompt, 8))
+        .unwrap()
+        .wait()
+        .unwrap();
+    assert_eq!(after.completion.usage.cached_tokens, 0);
+    assert_eq!(after.tokens, cold.tokens);
+    third.shutdown().wait().unwrap();
+    let _ = std::fs::remove_dir_all(&dir);
+}
