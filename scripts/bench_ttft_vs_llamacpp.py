@@ -1,10 +1,12 @@
 """Replay Tessera's TTFT requests on llama.cpp and print both side by side.
 
 Input: the requests file of `tessera bench ttft --prompts` (token ids, whether the
-cache was cleared before the request, and Tessera's own TTFT). llama.cpp keeps one
-context and reuses the longest common prefix with the previous request (what
-llama-cpp-python's generate() does); a cold request resets it first. TTFT = time
-until generate() yields its first token.
+cache was cleared or the engine restarted before the request, whether it was timed,
+and Tessera's own TTFT). llama.cpp keeps one context and reuses the longest common
+prefix with the previous request (what llama-cpp-python's generate() does); a cold
+request, or one after a restart, resets it first. Untimed requests (an assistant
+reply put into the cache, as decoding it would) run on both engines but are not
+reported. TTFT = time until generate() yields its first token.
 """
 import json
 import os
@@ -34,7 +36,7 @@ def main():
     rows = []
     for r in requests:
         tokens = r["tokens"]
-        if r["cold"]:
+        if r["cold"] or r.get("restart"):
             llm.reset()
             previous = []
         reused = common_prefix(previous, tokens[:-1])
@@ -43,6 +45,8 @@ def main():
             break
         ttft = (time.perf_counter() - start) * 1e3
         previous = list(tokens)
+        if not r.get("timed", True):
+            continue
         rows.append((r, ttft, reused))
         print(f"  {r['workload']:>12} {r['label']:>20}: llama.cpp {ttft:9.1f} ms", file=sys.stderr, flush=True)
 
@@ -62,7 +66,14 @@ def main():
     warm = [(r["label"], r["tessera_ttft_ms"], t) for r, t, _ in rows if r["workload"] == "prefix_sweep"]
     for label, ours, theirs in warm:
         if label.endswith("warm"):
-            print(f"prefix {label}: Tessera {ours:.0f} ms, llama.cpp {theirs:.0f} ms")
+            print(f"prefix {label}: Tessera {ours:.0f} ms, llama.cpp {theirs:.0f} ms, "
+                  f"llama.cpp / Tessera = {theirs / ours:.2f}×")
+    replay = [(r, t) for r, t, _ in rows if r["workload"] == "agent_replay"][1:]
+    if replay:
+        ours = sum(r["tessera_cached_tokens"] for r, _ in replay) / sum(len(r["tokens"]) for r, _ in replay)
+        print(f"agent replay from turn 2: Tessera hit rate {100 * ours:.1f}%, median TTFT Tessera "
+              f"{statistics.median(r['tessera_ttft_ms'] for r, _ in replay):.0f} ms, llama.cpp "
+              f"{statistics.median(t for _, t in replay):.0f} ms")
 
 
 if __name__ == "__main__":

@@ -168,6 +168,22 @@ fn preemption_under_block_pressure_changes_nothing() {
 }
 
 #[test]
+fn memory_per_cached_token_is_two_layers_heads_dims_floats() {
+    // 1000 tokens round up to 63 blocks of 16.
+    let engine = start(EngineConfig::for_tokens(1000));
+    let config = engine.model_config().clone();
+    let per_token = 2 * config.num_layers * config.num_kv_heads * config.head_dim * 4;
+    assert_eq!(
+        per_token,
+        2 * 30 * 3 * 64 * 4,
+        "SmolLM2-135M: 30 layers, 3 KV heads of 64"
+    );
+    let metrics = engine.metrics().wait().unwrap();
+    assert_eq!(metrics.kv_blocks_total, 63);
+    assert_eq!(metrics.kv_bytes_per_block, 16 * per_token);
+}
+
+#[test]
 fn a_dropped_stream_cancels_and_frees_its_blocks() {
     let engine = start(EngineConfig::for_tokens(4096));
     let mut stream = engine

@@ -108,6 +108,7 @@ impl Engine {
             kv_blocks_used: stats.used,
             kv_blocks_cached: stats.cached,
             kv_blocks_free: stats.free,
+            kv_bytes_per_block: self.kv.allocated_bytes() / stats.total.max(1),
             evicted_blocks: self.pool.counters().evicted_blocks,
             requests_running: self.scheduler.running.len(),
             requests_waiting: self.scheduler.waiting.len(),

@@ -69,6 +69,8 @@ pub struct EngineMetrics {
     pub kv_blocks_cached: usize,
     /// Blocks with no content.
     pub kv_blocks_free: usize,
+    /// Bytes of K/V storage per block (all layers, K and V).
+    pub kv_bytes_per_block: usize,
     /// Cached blocks evicted to make room.
     pub evicted_blocks: u64,
     /// Sequences running (prefilling or decoding).

@@ -84,6 +84,14 @@ impl KvCache {
         2 * config.num_layers * config.num_kv_heads * config.head_dim * std::mem::size_of::<f32>()
     }
 
+    /// Bytes the K/V pools hold, all layers (what the cache actually allocated).
+    pub fn allocated_bytes(&self) -> usize {
+        self.layers
+            .iter()
+            .map(|layer| (layer.keys.len() + layer.values.len()) * std::mem::size_of::<f32>())
+            .sum()
+    }
+
     /// The cache's shape.
     pub fn layout(&self) -> KvLayout {
         self.layout

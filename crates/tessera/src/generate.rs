@@ -1,12 +1,15 @@
 //! `tessera generate`: one prompt, one streamed completion, speed figures at the end.
+//! It runs through the engine, so `--kv-cache-dir` makes a repeated prompt prefix
+//! (a system prompt, an earlier turn) warm across invocations.
 
-use crate::model_files::{load_model, ModelArgs};
+use crate::model_files::{fingerprint, load_model, ModelArgs};
 use anyhow::{bail, Context, Result};
 use std::io::{IsTerminal, Read, Write};
+use std::path::PathBuf;
 use std::time::{Duration, Instant};
-use tessera_kv::{BlockPool, DEFAULT_BLOCK_SIZE};
-use tessera_model::{ChatMessage, KvCache, LoadedModel, Logits, LogitsFor, Runtime, Sequence, TextStream};
-use tessera_sample::{Sampler, SamplingParams};
+use tessera_engine::{EngineConfig, EngineHandle, Event, GenerateRequest};
+use tessera_model::{ChatMessage, LoadedModel};
+use tessera_sample::SamplingParams;
 
 /// Arguments of `tessera generate`.
 #[derive(Debug, clap::Args)]
@@ -52,11 +55,21 @@ pub struct GenerateArgs {
     /// End with the timing as one JSON line on stderr instead of the human summary.
     #[arg(long)]
     json_stats: bool,
+    /// Persist the prefix cache in this folder: restored at start, saved at exit, so a
+    /// prompt that repeats an earlier one's prefix skips recomputing it.
+    #[arg(long, value_name = "DIR", env = "TESSERA_KV_CACHE_DIR")]
+    kv_cache_dir: Option<PathBuf>,
+    /// K/V pool size in tokens [default: prompt + --max-tokens; at least 8192 with --kv-cache-dir].
+    #[arg(long, value_name = "TOKENS")]
+    kv_cache_tokens: Option<usize>,
 }
 
 /// Timing of one generation.
 struct Timing {
     prompt_tokens: usize,
+    /// Prompt tokens whose K/V came from the prefix cache.
+    cached_tokens: usize,
+    /// Submission to the first token.
     prefill: Duration,
     generated: usize,
     /// Forward passes after the prefill (one per generated token but the last).
@@ -73,9 +86,12 @@ pub fn run(args: GenerateArgs) -> Result<()> {
         repetition_penalty: args.repeat_penalty,
         seed: args.seed,
     };
-    let mut sampler = Sampler::new(params)?;
+    params.validate()?;
     if args.max_tokens == 0 {
         bail!("--max-tokens must be at least 1");
+    }
+    if args.prefill_chunk == 0 {
+        bail!("--prefill-chunk must be at least 1");
     }
     let prompt_text = read_prompt(args.prompt.as_deref())?;
     let loaded = load_model(&args.model)?;
@@ -91,24 +107,77 @@ pub fn run(args: GenerateArgs) -> Result<()> {
             prompt.len()
         );
     }
-    let budget = (prompt.len() + args.max_tokens).min(context);
-    let blocks = budget.div_ceil(DEFAULT_BLOCK_SIZE);
-    let mut generation = Generation {
-        loaded: &loaded,
-        sampler: &mut sampler,
-        seq: Sequence::new(),
-        pool: BlockPool::new(blocks, DEFAULT_BLOCK_SIZE),
-        kv: KvCache::new(loaded.model.config(), blocks, DEFAULT_BLOCK_SIZE)?,
+    let engine = EngineHandle::start(loaded, engine_config(&args, prompt.len(), context)?)?;
+    let request = GenerateRequest {
+        prompt,
+        sampling: params,
+        max_tokens: args.max_tokens,
+        stop_at_eos: !args.ignore_eos,
+        stop_tokens: Vec::new(),
     };
-    let outcome = generation.stream(&prompt, budget, args.prefill_chunk, args.ignore_eos);
-    generation.seq.release(&mut generation.pool);
+    let outcome = stream(&engine, request);
+    // Saves the prefix cache when --kv-cache-dir is set.
+    let shutdown = engine.shutdown().wait();
     let timing = outcome?;
+    shutdown.context("saving the prefix cache")?;
     if args.json_stats {
         report_json(&timing);
     } else {
         report(&timing);
     }
     Ok(())
+}
+
+fn engine_config(args: &GenerateArgs, prompt_tokens: usize, context: usize) -> Result<EngineConfig> {
+    let budget = (prompt_tokens + args.max_tokens).min(context);
+    let floor = if args.kv_cache_dir.is_some() { 8192 } else { 0 };
+    let kv_tokens = args.kv_cache_tokens.unwrap_or(floor).max(budget);
+    let model_fingerprint = match &args.kv_cache_dir {
+        Some(_) => Some(fingerprint(&args.model)?),
+        None => None,
+    };
+    Ok(EngineConfig {
+        max_batch_tokens: args.prefill_chunk,
+        max_running: 1,
+        kv_cache_dir: args.kv_cache_dir.clone(),
+        model_fingerprint,
+        ..EngineConfig::for_tokens(kv_tokens)
+    })
+}
+
+/// Submit, print the text as it streams, and time it.
+fn stream(engine: &EngineHandle, request: GenerateRequest) -> Result<Timing> {
+    let prompt_tokens = request.prompt.len();
+    let started = Instant::now();
+    let mut events = engine.submit(request)?;
+    let mut stdout = std::io::stdout().lock();
+    let (mut first, mut last) = (None, None);
+    loop {
+        match events.blocking_next() {
+            Some(Event::Token { text, .. }) => {
+                let now = Instant::now();
+                first.get_or_insert(now);
+                last = Some(now);
+                stdout.write_all(text.as_bytes())?;
+                stdout.flush()?;
+            }
+            Some(Event::Finished(completion)) => {
+                writeln!(stdout)?;
+                let first = first.unwrap_or_else(Instant::now);
+                let generated = completion.usage.completion_tokens;
+                return Ok(Timing {
+                    prompt_tokens,
+                    cached_tokens: completion.usage.cached_tokens,
+                    prefill: first - started,
+                    generated,
+                    decode_steps: generated.saturating_sub(1),
+                    decode: last.map(|last| last - first).unwrap_or_default(),
+                });
+            }
+            Some(Event::Failed(error)) => return Err(error.into()),
+            None => bail!("the engine stopped before the answer ended"),
+        }
+    }
 }
 
 fn read_prompt(given: Option<&str>) -> Result<String> {
@@ -139,66 +208,10 @@ fn render_prompt(loaded: &LoadedModel, prompt: &str, chat: bool, system: Option<
     Ok(loaded.template.render(&messages, true)?)
 }
 
-/// One sequence's run: the model, the sampler and the cache it writes.
-struct Generation<'a> {
-    loaded: &'a LoadedModel,
-    sampler: &'a mut Sampler,
-    seq: Sequence,
-    pool: BlockPool,
-    kv: KvCache,
-}
-
-impl Generation<'_> {
-    /// Prefill, then sample and print tokens until a stop token or the budget.
-    fn stream(&mut self, prompt: &[u32], budget: usize, chunk: usize, ignore_eos: bool) -> Result<Timing> {
-        let started = Instant::now();
-        let mut logits = self.feed(prompt, chunk)?;
-        let prefill = started.elapsed();
-        let decode_start = Instant::now();
-        let mut text = TextStream::new();
-        let mut history = prompt.to_vec();
-        let mut stdout = std::io::stdout().lock();
-        let (mut generated, mut decode_steps) = (0, 0);
-        while self.seq.len() < budget {
-            let next = self.sampler.sample(logits.row_mut(0), &history)?;
-            generated += 1;
-            if self.loaded.tokenizer.is_stop(next) && !ignore_eos {
-                break;
-            }
-            history.push(next);
-            if let Some(piece) = text.push(&self.loaded.tokenizer, next)? {
-                stdout.write_all(piece.as_bytes())?;
-                stdout.flush()?;
-            }
-            if self.seq.len() + 1 > budget {
-                break;
-            }
-            logits = self.feed(&[next], 1)?;
-            decode_steps += 1;
-        }
-        writeln!(stdout)?;
-        Ok(Timing {
-            prompt_tokens: prompt.len(),
-            prefill,
-            generated,
-            decode_steps,
-            decode: decode_start.elapsed(),
-        })
-    }
-
-    fn feed(&mut self, tokens: &[u32], chunk: usize) -> Result<Logits> {
-        let runtime = Runtime {
-            model: &self.loaded.model,
-            pool: &mut self.pool,
-            kv: &mut self.kv,
-        };
-        Ok(self.seq.feed(runtime, tokens, chunk, LogitsFor::Last)?)
-    }
-}
-
 fn report_json(timing: &Timing) {
     let stats = serde_json::json!({
         "prompt_tokens": timing.prompt_tokens,
+        "cached_tokens": timing.cached_tokens,
         "prefill_s": timing.prefill.as_secs_f64(),
         "generated": timing.generated,
         "decode_steps": timing.decode_steps,
@@ -209,11 +222,16 @@ fn report_json(timing: &Timing) {
 
 fn report(timing: &Timing) {
     let rate = |tokens: usize, time: Duration| tokens as f64 / time.as_secs_f64().max(1e-9);
+    let computed = timing.prompt_tokens - timing.cached_tokens;
+    let reused = match timing.cached_tokens {
+        0 => String::new(),
+        cached => format!(" ({cached} reused from the prefix cache)"),
+    };
     eprintln!(
-        "prefill: {} tokens in {:.2}s ({:.1} tok/s) · decode: {} tokens in {:.2}s ({:.1} tok/s)",
+        "prefill: {} tokens{reused} in {:.2}s ({:.1} tok/s) · decode: {} tokens in {:.2}s ({:.1} tok/s)",
         timing.prompt_tokens,
         timing.prefill.as_secs_f64(),
-        rate(timing.prompt_tokens, timing.prefill),
+        rate(computed, timing.prefill),
         timing.generated,
         timing.decode.as_secs_f64(),
         rate(timing.decode_steps, timing.decode),

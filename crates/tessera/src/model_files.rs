@@ -52,6 +52,30 @@ pub fn load_model(args: &ModelArgs) -> Result<LoadedModel> {
     Ok(loaded)
 }
 
+/// Identity of the selected model's weights (size and hash of every weight file):
+/// keys a persisted prefix cache.
+pub fn fingerprint(args: &ModelArgs) -> Result<String> {
+    let files = match locate(args)? {
+        ModelLocation::Gguf(path) => vec![path],
+        ModelLocation::HfDir(dir) => {
+            let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
+                .with_context(|| format!("listing {}", dir.display()))?
+                .filter_map(|entry| entry.ok().map(|e| e.path()))
+                .filter(|path| path.extension().is_some_and(|ext| ext == "safetensors"))
+                .collect();
+            files.sort();
+            files
+        }
+    };
+    let prints = files
+        .iter()
+        .map(|path| {
+            tessera_model::model_fingerprint(path).with_context(|| format!("fingerprinting {}", path.display()))
+        })
+        .collect::<Result<Vec<_>>>()?;
+    Ok(prints.join("+"))
+}
+
 fn describe(location: &ModelLocation) -> String {
     match location {
         ModelLocation::Gguf(path) | ModelLocation::HfDir(path) => path.display().to_string(),

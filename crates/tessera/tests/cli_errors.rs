@@ -1,6 +1,9 @@
 //! Bad input to `tessera generate`: every case is a clear message on stderr
 //! and a non-zero exit, never a panic.
 
+mod common;
+
+use common::real_model;
 use std::path::PathBuf;
 use std::process::{Command, Output};
 
@@ -9,20 +12,6 @@ fn tessera(args: &[&str]) -> Output {
         .args(args)
         .output()
         .expect("running the tessera binary")
-}
-
-/// `$TESSERA_MODELS_DIR` (as CI sets it) or the checkout's `models/`.
-fn real_model() -> String {
-    let dir = std::env::var_os("TESSERA_MODELS_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../models"));
-    let path = dir.join("SmolLM2-135M-Instruct.Q4_1.gguf");
-    assert!(
-        path.is_file(),
-        "the real model is missing at {}: run scripts/fetch-model.sh",
-        path.display()
-    );
-    path.to_string_lossy().into_owned()
 }
 
 fn temp_file(name: &str, bytes: &[u8]) -> PathBuf {

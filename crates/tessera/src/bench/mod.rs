@@ -1,5 +1,6 @@
 //! `tessera bench`: in-process benchmarks on the real model.
 
+mod report;
 pub mod ttft;
 mod workload;
 

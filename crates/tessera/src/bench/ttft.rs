@@ -4,10 +4,17 @@
 //!     cleared) and warm (the prefix cached by an earlier request);
 //! (b) agent replay: a ~2k-token system prompt with 20 tool schemas, then
 //!     turns that each append a tool call and a ~150-token tool result;
-//! (c) two sessions sharing the system prompt, interleaved turn by turn.
-//! TTFT here = prefix lookup + prefill of the uncached tokens + the first
-//! token's logits and its (greedy) choice. Prints a table; optionally writes JSON and an SVG plot.
+//!     (each turn's tool call is then put in the cache untimed, as decoding it
+//!     would have been in a real loop);
+//! (c) two sessions sharing the system prompt, interleaved turn by turn;
+//! (d) restart: the engine saves its prefix cache, a fresh one restores it and
+//!     answers the sweep's longest warm prompt again.
+//! Requests go through the engine (`EngineHandle`), one at a time. TTFT =
+//! submission until the first token's event: queueing, prefix lookup, prefill
+//! of the uncached tokens, the first token's logits and its (greedy) choice.
+//! Prints tables; optionally writes JSON, an SVG plot and the request log.
 
+use super::report::{plot_sweep, print_tables, report_json};
 use super::workload::{agent_transcript, filler};
 use crate::model_files::{load_model, ModelArgs};
 use anyhow::{Context, Result};
@@ -15,8 +22,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 use serde_json::json;
 use std::path::PathBuf;
 use std::time::Instant;
-use tessera_kv::{BlockPool, DEFAULT_BLOCK_SIZE};
-use tessera_model::{KvCache, LoadedModel, LogitsFor, Runtime, Sequence};
+use tessera_engine::{EngineConfig, EngineHandle, EngineMetrics, Event, GenerateRequest};
 
 /// Arguments of `tessera bench ttft`.
 #[derive(Debug, clap::Args)]
@@ -36,73 +42,100 @@ pub struct TtftArgs {
     /// another engine: scripts/bench-ttft-vs-llamacpp.sh).
     #[arg(long)]
     prompts: Option<PathBuf>,
+    /// Persist the prefix cache here (restored at start, saved at exit); the restart
+    /// measurement uses it too. Default: a temporary folder, removed afterwards.
+    #[arg(long, value_name = "DIR")]
+    kv_cache_dir: Option<PathBuf>,
 }
 
 /// One measured request.
 #[derive(Debug, Clone, Copy)]
-struct Sample {
-    prompt_tokens: usize,
-    cached_tokens: usize,
-    ttft_ms: f64,
+pub(super) struct Sample {
+    pub prompt_tokens: usize,
+    pub cached_tokens: usize,
+    pub ttft_ms: f64,
 }
 
-/// The model, a pool and a cache, reused across requests like a server's; every
-/// request is logged (workload, label, whether the cache was cleared before it).
-struct Runner<'a> {
-    loaded: &'a LoadedModel,
-    pool: BlockPool,
-    kv: KvCache,
+/// An engine reused across requests like a server's, one request at a time;
+/// every request is logged (workload, label, whether the cache was cleared or
+/// the engine restarted before it, whether it was timed).
+struct Runner {
+    engine: EngineHandle,
+    config: EngineConfig,
     log: Vec<serde_json::Value>,
     cleared: bool,
 }
 
-impl Runner<'_> {
+impl Runner {
+    fn start(args: &ModelArgs, config: EngineConfig) -> Result<Self> {
+        let engine = EngineHandle::start(load_model(args)?, config.clone())?;
+        Ok(Self {
+            engine,
+            config,
+            log: Vec::new(),
+            cleared: false,
+        })
+    }
+
     /// Empty the prefix cache: the next request starts cold.
-    fn clear(&mut self) {
-        self.pool.clear_cache();
+    fn clear(&mut self) -> Result<()> {
+        self.engine.clear_prefix_cache().wait()?;
         self.cleared = true;
+        Ok(())
+    }
+
+    /// Shut the engine down (saving its prefix cache) and start a fresh one from the saved file.
+    fn restart(&mut self, args: &ModelArgs) -> Result<()> {
+        self.engine.shutdown().wait()?;
+        self.engine = EngineHandle::start(load_model(args)?, self.config.clone())?;
+        Ok(())
     }
 
     fn request(&mut self, workload: &str, label: String, prompt: &[u32]) -> Result<Sample> {
         let cold = std::mem::take(&mut self.cleared);
         let sample = self.measure(prompt)?;
         self.log.push(json!({
-            "workload": workload, "label": label, "cold": cold, "tokens": prompt,
+            "workload": workload, "label": label, "cold": cold, "tokens": prompt, "timed": true,
             "tessera_ttft_ms": sample.ttft_ms, "tessera_cached_tokens": sample.cached_tokens,
         }));
         Ok(sample)
     }
 
+    /// Put an assistant reply into the cache as decoding it would (untimed; logged
+    /// so a replay on another engine does the same).
+    fn absorb_reply(&mut self, workload: &str, label: String, tokens: &[u32]) -> Result<()> {
+        let sample = self.measure(tokens)?;
+        self.log.push(json!({
+            "workload": workload, "label": label, "cold": false, "tokens": tokens, "timed": false,
+            "tessera_ttft_ms": sample.ttft_ms, "tessera_cached_tokens": sample.cached_tokens,
+        }));
+        Ok(())
+    }
+
+    /// Submit `prompt` for one token; TTFT = submission until the token event arrives.
     fn measure(&mut self, prompt: &[u32]) -> Result<Sample> {
-        let model = &self.loaded.model;
         let started = Instant::now();
-        let (mut seq, cached) = Sequence::start(
-            Runtime {
-                model,
-                pool: &mut self.pool,
-                kv: &mut self.kv,
-            },
-            prompt,
-        );
-        let outcome = seq.feed(
-            Runtime {
-                model,
-                pool: &mut self.pool,
-                kv: &mut self.kv,
-            },
-            &prompt[cached..],
-            512,
-            LogitsFor::Last,
-        );
-        let first = outcome.map(|logits| tessera_sample::argmax(logits.row(0)));
-        let elapsed = started.elapsed();
-        seq.release(&mut self.pool);
-        first?.context("the model produced no finite logit")?;
-        Ok(Sample {
-            prompt_tokens: prompt.len(),
-            cached_tokens: cached,
-            ttft_ms: elapsed.as_secs_f64() * 1e3,
-        })
+        let request = GenerateRequest {
+            stop_at_eos: false,
+            ..GenerateRequest::greedy(prompt.to_vec(), 1)
+        };
+        let mut stream = self.engine.submit(request)?;
+        let mut ttft = None;
+        loop {
+            match stream.blocking_next() {
+                Some(Event::Token { .. }) => ttft = ttft.or(Some(started.elapsed())),
+                Some(Event::Finished(completion)) => {
+                    let ttft = ttft.context("the request finished without a token")?;
+                    return Ok(Sample {
+                        prompt_tokens: prompt.len(),
+                        cached_tokens: completion.usage.cached_tokens,
+                        ttft_ms: ttft.as_secs_f64() * 1e3,
+                    });
+                }
+                Some(Event::Failed(error)) => return Err(error.into()),
+                None => anyhow::bail!("the engine stopped mid-request"),
+            }
+        }
     }
 }
 
@@ -111,6 +144,15 @@ struct Plan {
     replay_turns: usize,
     interleaved_turns: usize,
     system_tokens: usize,
+}
+
+/// Results of every workload.
+pub(super) struct Results {
+    pub sweep: Vec<SweepRow>,
+    pub replay: Vec<Sample>,
+    pub interleaved: Vec<SessionTurn>,
+    pub restart: RestartRow,
+    pub metrics: EngineMetrics,
 }
 
 pub fn run(args: TtftArgs) -> Result<()> {
@@ -124,58 +166,75 @@ pub fn run(args: TtftArgs) -> Result<()> {
         interleaved_turns: if args.quick { 3 } else { 6 },
         system_tokens: 2048,
     };
-    let loaded = load_model(&args.model)?;
-    let context = loaded.model.config().max_context;
+    let temporary = std::env::temp_dir().join(format!("tessera-bench-kv-{}", std::process::id()));
+    let kv_dir = args.kv_cache_dir.clone().unwrap_or_else(|| temporary.clone());
+    let outcome = run_workloads(&args, &plan, kv_dir);
+    if args.kv_cache_dir.is_none() {
+        let _ = std::fs::remove_dir_all(&temporary);
+    }
+    let (results, log) = outcome?;
+    print_tables(&results);
+    if let Some(path) = &args.json {
+        std::fs::write(path, serde_json::to_string_pretty(&report_json(&results))?)
+            .with_context(|| format!("writing {}", path.display()))?;
+    }
+    if let Some(path) = &args.plot {
+        plot_sweep(path, &results.sweep)?;
+    }
+    if let Some(path) = &args.prompts {
+        std::fs::write(path, serde_json::to_string(&log)?).with_context(|| format!("writing {}", path.display()))?;
+    }
+    Ok(())
+}
+
+fn run_workloads(args: &TtftArgs, plan: &Plan, kv_dir: PathBuf) -> Result<(Results, Vec<serde_json::Value>)> {
+    let config = EngineConfig {
+        kv_cache_dir: Some(kv_dir),
+        model_fingerprint: Some(crate::model_files::fingerprint(&args.model)?),
+        ..EngineConfig::for_tokens(3 * 4160)
+    };
+    let mut runner = Runner::start(&args.model, config)?;
+    let context = runner.engine.model_config().max_context;
     anyhow::ensure!(
         context >= 4096 + 64,
         "the model's context ({context}) is too short for this benchmark"
     );
-    let blocks = (3 * 4160usize).div_ceil(DEFAULT_BLOCK_SIZE);
-    let mut runner = Runner {
-        loaded: &loaded,
-        pool: BlockPool::new(blocks, DEFAULT_BLOCK_SIZE),
-        kv: KvCache::new(loaded.model.config(), blocks, DEFAULT_BLOCK_SIZE)?,
-        log: Vec::new(),
-        cleared: false,
-    };
-    let steps = plan.prefixes.len() * 2 + plan.replay_turns + 2 * plan.interleaved_turns;
+    let steps = plan.prefixes.len() * 2 + 1 + plan.replay_turns + 2 * plan.interleaved_turns;
     let bar = ProgressBar::new(steps as u64);
     bar.set_style(
         ProgressStyle::with_template("{bar:30} {pos}/{len} {msg} [{elapsed}]")
             .unwrap_or_else(|_| ProgressStyle::default_bar()),
     );
-    let sweep = prefix_sweep(&mut runner, &plan, &bar)?;
-    let replay = agent_replay(&mut runner, &plan, &bar)?;
-    let interleaved = interleaved_sessions(&mut runner, &plan, &bar)?;
+    let sweep = prefix_sweep(&mut runner, plan, &bar)?;
+    let restart = restart_warm(&mut runner, &args.model, &sweep, &bar)?;
+    let replay = agent_replay(&mut runner, plan, &bar)?;
+    let interleaved = interleaved_sessions(&mut runner, plan, &bar)?;
+    let metrics = runner.engine.metrics().wait()?;
     bar.finish_and_clear();
-    print_tables(&sweep, &replay, &interleaved);
-    let report = report_json(&sweep, &replay, &interleaved, runner.pool.counters());
-    if let Some(path) = &args.json {
-        std::fs::write(path, serde_json::to_string_pretty(&report)?)
-            .with_context(|| format!("writing {}", path.display()))?;
-    }
-    if let Some(path) = &args.plot {
-        plot_sweep(path, &sweep)?;
-    }
-    if let Some(path) = &args.prompts {
-        std::fs::write(path, serde_json::to_string(&runner.log)?)
-            .with_context(|| format!("writing {}", path.display()))?;
-    }
-    Ok(())
+    runner.engine.shutdown().wait()?;
+    let results = Results {
+        sweep,
+        replay,
+        interleaved,
+        restart,
+        metrics,
+    };
+    Ok((results, runner.log))
 }
 
 /// (prefix tokens, cold, warm)
-type SweepRow = (usize, Sample, Sample);
+pub(super) type SweepRow = (usize, Sample, Sample);
 
-fn prefix_sweep(runner: &mut Runner<'_>, plan: &Plan, bar: &ProgressBar) -> Result<Vec<SweepRow>> {
-    let tokenizer = &runner.loaded.tokenizer;
+fn prefix_sweep(runner: &mut Runner, plan: &Plan, bar: &ProgressBar) -> Result<Vec<SweepRow>> {
+    let engine = runner.engine.clone();
+    let tokenizer = engine.tokenizer();
     let mut rows = Vec::new();
     for &prefix_len in &plan.prefixes {
         let prefix = filler(tokenizer, 1, prefix_len)?;
         let prompt = |seed| -> Result<Vec<u32>> { Ok([prefix.clone(), filler(tokenizer, seed, 64)?].concat()) };
         let (cold_prompt, warm_prompt) = (prompt(2)?, prompt(3)?);
         bar.set_message(format!("prefix {prefix_len}: cold"));
-        runner.clear();
+        runner.clear()?;
         let cold = runner.request("prefix_sweep", format!("{prefix_len} cold"), &cold_prompt)?;
         bar.inc(1);
         bar.set_message(format!("prefix {prefix_len}: warm"));
@@ -186,174 +245,68 @@ fn prefix_sweep(runner: &mut Runner<'_>, plan: &Plan, bar: &ProgressBar) -> Resu
     Ok(rows)
 }
 
-fn agent_replay(runner: &mut Runner<'_>, plan: &Plan, bar: &ProgressBar) -> Result<Vec<Sample>> {
-    let transcript = agent_transcript(&runner.loaded.tokenizer, 1, plan.system_tokens, plan.replay_turns)?;
-    runner.clear();
+/// Each turn is timed to its first token; the assistant's tool call that ends the
+/// turn is then put in the cache untimed, as decoding it would have.
+fn agent_replay(runner: &mut Runner, plan: &Plan, bar: &ProgressBar) -> Result<Vec<Sample>> {
+    let transcript = agent_transcript(runner.engine.tokenizer(), 1, plan.system_tokens, plan.replay_turns)?;
+    runner.clear()?;
     let mut samples = Vec::new();
     for (turn, prompt) in transcript.turns.iter().enumerate() {
         bar.set_message(format!("agent replay turn {}", turn + 1));
         samples.push(runner.request("agent_replay", format!("turn {}", turn + 1), prompt)?);
+        if let Some(reply) = transcript.replies.get(turn) {
+            runner.absorb_reply("agent_replay", format!("turn {} reply", turn + 1), reply)?;
+        }
         bar.inc(1);
     }
     Ok(samples)
 }
 
 /// (session, turn, sample)
-type SessionTurn = (usize, usize, Sample);
+pub(super) type SessionTurn = (usize, usize, Sample);
 
-fn interleaved_sessions(runner: &mut Runner<'_>, plan: &Plan, bar: &ProgressBar) -> Result<Vec<SessionTurn>> {
-    let tokenizer = &runner.loaded.tokenizer;
+/// Two new sessions taking turns on the same engine. Not cleared first: like a
+/// server that has served the replay, it holds the shared system prompt.
+fn interleaved_sessions(runner: &mut Runner, plan: &Plan, bar: &ProgressBar) -> Result<Vec<SessionTurn>> {
+    let engine = runner.engine.clone();
     let sessions = [
-        agent_transcript(tokenizer, 2, plan.system_tokens, plan.interleaved_turns)?,
-        agent_transcript(tokenizer, 3, plan.system_tokens, plan.interleaved_turns)?,
+        agent_transcript(engine.tokenizer(), 2, plan.system_tokens, plan.interleaved_turns)?,
+        agent_transcript(engine.tokenizer(), 3, plan.system_tokens, plan.interleaved_turns)?,
     ];
-    runner.clear();
     let mut out = Vec::new();
     for turn in 0..plan.interleaved_turns {
         for (session, transcript) in sessions.iter().enumerate() {
             bar.set_message(format!("interleaved: session {} turn {}", session + 1, turn + 1));
             let label = format!("session {} turn {}", session + 1, turn + 1);
-            out.push((
-                session + 1,
-                turn + 1,
-                runner.request("interleaved", label, &transcript.turns[turn])?,
-            ));
+            let sample = runner.request("interleaved", label.clone(), &transcript.turns[turn])?;
+            out.push((session + 1, turn + 1, sample));
+            if let Some(reply) = transcript.replies.get(turn) {
+                runner.absorb_reply("interleaved", format!("{label} reply"), reply)?;
+            }
             bar.inc(1);
         }
     }
     Ok(out)
 }
 
-fn median(mut values: Vec<f64>) -> f64 {
-    values.sort_by(f64::total_cmp);
-    match values.len() {
-        0 => 0.0,
-        n if n % 2 == 1 => values[n / 2],
-        n => (values[n / 2 - 1] + values[n / 2]) / 2.0,
-    }
+/// The sweep's longest warm prompt again, after the engine restarted from its
+/// saved cache, against the sweep's cold TTFT for that length.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct RestartRow {
+    pub cold: Sample,
+    pub restored: Sample,
 }
 
-/// Token-weighted hit rate of the samples (cached / prompt tokens).
-fn hit_rate<'s>(samples: impl Iterator<Item = &'s Sample>) -> f64 {
-    let (cached, total) = samples.fold((0, 0), |(c, t), s| (c + s.cached_tokens, t + s.prompt_tokens));
-    cached as f64 / total.max(1) as f64
-}
-
-fn print_tables(sweep: &[SweepRow], replay: &[Sample], interleaved: &[SessionTurn]) {
-    println!("prefix sweep (+64 new tokens)");
-    println!(
-        "{:>8} {:>12} {:>12} {:>8} {:>8}",
-        "prefix", "cold ms", "warm ms", "cached", "warm/cold"
-    );
-    for (prefix, cold, warm) in sweep {
-        println!(
-            "{prefix:>8} {:>12.1} {:>12.1} {:>8} {:>8.3}",
-            cold.ttft_ms,
-            warm.ttft_ms,
-            warm.cached_tokens,
-            warm.ttft_ms / cold.ttft_ms
-        );
+fn restart_warm(runner: &mut Runner, args: &ModelArgs, sweep: &[SweepRow], bar: &ProgressBar) -> Result<RestartRow> {
+    let (prefix, cold, _) = *sweep.last().context("the prefix sweep is empty")?;
+    let tokenizer = runner.engine.tokenizer();
+    let prompt = [filler(tokenizer, 1, prefix)?, filler(tokenizer, 3, 64)?].concat();
+    bar.set_message("restart: saving the cache, restarting, restoring");
+    runner.restart(args)?;
+    let restored = runner.request("restart", format!("{prefix} after restart"), &prompt)?;
+    if let Some(entry) = runner.log.last_mut() {
+        entry["restart"] = json!(true);
     }
-    println!("\nagent replay");
-    println!("{:>5} {:>8} {:>8} {:>10}", "turn", "prompt", "cached", "ttft ms");
-    for (i, s) in replay.iter().enumerate() {
-        println!(
-            "{:>5} {:>8} {:>8} {:>10.1}",
-            i + 1,
-            s.prompt_tokens,
-            s.cached_tokens,
-            s.ttft_ms
-        );
-    }
-    println!(
-        "hit rate from turn 2 (token-weighted): {:.1}%",
-        100.0 * hit_rate(replay.iter().skip(1))
-    );
-    println!("\ninterleaved sessions");
-    println!(
-        "{:>8} {:>5} {:>8} {:>8} {:>10}",
-        "session", "turn", "prompt", "cached", "ttft ms"
-    );
-    for (session, turn, s) in interleaved {
-        println!(
-            "{session:>8} {turn:>5} {:>8} {:>8} {:>10.1}",
-            s.prompt_tokens, s.cached_tokens, s.ttft_ms
-        );
-    }
-    println!(
-        "median ttft: {:.1} ms",
-        median(interleaved.iter().map(|(_, _, s)| s.ttft_ms).collect())
-    );
-}
-
-fn report_json(
-    sweep: &[SweepRow],
-    replay: &[Sample],
-    interleaved: &[SessionTurn],
-    counters: tessera_kv::CacheCounters,
-) -> serde_json::Value {
-    json!({
-        "prefix_sweep": sweep.iter().map(|(prefix, cold, warm)| json!({
-            "prefix_tokens": prefix, "new_tokens": 64, "cold_ttft_ms": cold.ttft_ms,
-            "warm_ttft_ms": warm.ttft_ms, "warm_cached_tokens": warm.cached_tokens,
-        })).collect::<Vec<_>>(),
-        "agent_replay": {
-            "turns": replay.iter().enumerate().map(|(i, s)| json!({
-                "turn": i + 1, "prompt_tokens": s.prompt_tokens, "cached_tokens": s.cached_tokens, "ttft_ms": s.ttft_ms,
-            })).collect::<Vec<_>>(),
-            "hit_rate_from_turn_2": hit_rate(replay.iter().skip(1)),
-        },
-        "interleaved": {
-            "turns": interleaved.iter().map(|(session, turn, s)| json!({
-                "session": session, "turn": turn, "prompt_tokens": s.prompt_tokens,
-                "cached_tokens": s.cached_tokens, "ttft_ms": s.ttft_ms,
-            })).collect::<Vec<_>>(),
-            "median_ttft_ms": median(interleaved.iter().map(|(_, _, s)| s.ttft_ms).collect()),
-        },
-        "cache": {
-            "queried_tokens": counters.queried_tokens, "hit_tokens": counters.hit_tokens,
-            "evicted_blocks": counters.evicted_blocks,
-        },
-    })
-}
-
-fn plot_sweep(path: &PathBuf, sweep: &[SweepRow]) -> Result<()> {
-    use plotters::prelude::*;
-    let max_x = sweep.iter().map(|r| r.0).max().unwrap_or(1) as f64;
-    let max_y = sweep.iter().map(|r| r.1.ttft_ms.max(r.2.ttft_ms)).fold(1.0, f64::max) * 1.1;
-    let root = SVGBackend::new(path, (720, 440)).into_drawing_area();
-    let draw = |e: &dyn std::fmt::Display| anyhow::anyhow!("drawing {}: {e}", path.display());
-    root.fill(&WHITE).map_err(|e| draw(&e))?;
-    let mut chart = ChartBuilder::on(&root)
-        .caption("Tessera TTFT: prefix + 64 new tokens", ("sans-serif", 20))
-        .margin(16)
-        .x_label_area_size(40)
-        .y_label_area_size(60)
-        .build_cartesian_2d(0f64..max_x * 1.05, 0f64..max_y)
-        .map_err(|e| draw(&e))?;
-    chart
-        .configure_mesh()
-        .x_desc("prefix tokens")
-        .y_desc("TTFT (ms)")
-        .draw()
-        .map_err(|e| draw(&e))?;
-    let series = |pick: fn(&SweepRow) -> f64| sweep.iter().map(move |r| (r.0 as f64, pick(r))).collect::<Vec<_>>();
-    chart
-        .draw_series(LineSeries::new(series(|r| r.1.ttft_ms), &RED))
-        .map_err(|e| draw(&e))?
-        .label("cold")
-        .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], RED));
-    chart
-        .draw_series(LineSeries::new(series(|r| r.2.ttft_ms), &BLUE))
-        .map_err(|e| draw(&e))?
-        .label("warm (prefix cached)")
-        .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], BLUE));
-    chart
-        .configure_series_labels()
-        .border_style(BLACK)
-        .background_style(WHITE)
-        .draw()
-        .map_err(|e| draw(&e))?;
-    root.present().map_err(|e| draw(&e))?;
-    Ok(())
+    bar.inc(1);
+    Ok(RestartRow { cold, restored })
 }

@@ -139,6 +139,9 @@ const TOOLS: &[ToolSpec] = &[
 pub struct Transcript {
     /// Prompt tokens per turn, turn 1 first.
     pub turns: Vec<Vec<u32>>,
+    /// `replies[t]` = `turns[t]` followed by the assistant's tool call at that turn (the
+    /// tokens a real agent loop would have decoded); `turns[t + 1]` starts with it.
+    pub replies: Vec<Vec<u32>>,
 }
 
 /// A session: a ~`system_tokens` system prompt with the tool schemas (shared by
@@ -159,16 +162,20 @@ pub fn agent_transcript(tokenizer: &Tokenizer, session: u64, system_tokens: usiz
     let mut prompt = system;
     prompt.extend(tokenizer.encode(&task)?);
     let mut out = vec![prompt.clone()];
+    let mut replies = Vec::new();
     for turn in 1..turns {
-        let call = format!(
-            "<tool_call>\n{{\"arguments\": {{\"offset\": 0, \"path\": \"src/module_{session}_{turn}.rs\"}}, \"name\": \"file_read\"}}\n</tool_call><|im_end|>\n<|im_start|>user\n<tool_response>\n"
+        // The assistant's reply (what the model generates at this turn), then the tool's answer.
+        let reply = format!(
+            "<tool_call>\n{{\"arguments\": {{\"offset\": 0, \"path\": \"src/module_{session}_{turn}.rs\"}}, \"name\": \"file_read\"}}\n</tool_call>"
         );
-        prompt.extend(tokenizer.encode(&call)?);
+        prompt.extend(tokenizer.encode(&reply)?);
+        replies.push(prompt.clone());
+        prompt.extend(tokenizer.encode("<|im_end|>\n<|im_start|>user\n<tool_response>\n")?);
         prompt.extend(filler(tokenizer, 1000 * session + turn as u64, 150)?);
         prompt.extend(tokenizer.encode("\n</tool_response><|im_end|>\n<|im_start|>assistant\n")?);
         out.push(prompt.clone());
     }
-    Ok(Transcript { turns: out })
+    Ok(Transcript { turns: out, replies })
 }
 
 #[cfg(test)]
@@ -198,6 +205,10 @@ mod tests {
         let t = tokenizer();
         let a = agent_transcript(&t, 1, 2048, 4).unwrap();
         let b = agent_transcript(&t, 2, 2048, 4).unwrap();
+        for (t, reply) in a.replies.iter().enumerate() {
+            assert!(reply.starts_with(&a.turns[t]) && a.turns[t + 1].starts_with(reply));
+            assert!((20..60).contains(&(reply.len() - a.turns[t].len())), "a tool call");
+        }
         for pair in a.turns.windows(2) {
             assert!(pair[1].starts_with(&pair[0]), "each turn extends the previous prompt");
             let added = pair[1].len() - pair[0].len();
