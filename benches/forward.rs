@@ -2,21 +2,14 @@
 //! (at a 256-token context) and one 512-token prefill chunk.
 //! Run: `cargo bench --bench forward` (needs models/, see scripts/fetch-model.sh).
 
+mod common;
+
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
-use std::path::PathBuf;
 use tessera_kv::{BlockPool, BlockTable};
 use tessera_model::{KvCache, LoadOptions, LoadedModel, LogitsFor, ModelLocation, SeqInput};
 
 fn load() -> LoadedModel {
-    let dir = std::env::var_os("TESSERA_MODELS_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("models"));
-    let path = dir.join("SmolLM2-135M-Instruct.Q4_1.gguf");
-    assert!(
-        path.is_file(),
-        "the model is missing at {}: run scripts/fetch-model.sh",
-        path.display()
-    );
+    let path = common::model_path();
     LoadedModel::load(&ModelLocation::Gguf(path), &LoadOptions::default()).expect("loading the model")
 }
 

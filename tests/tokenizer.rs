@@ -122,3 +122,28 @@ fn streaming_text_never_splits_a_character() {
         assert_eq!(out, *text);
     }
 }
+
+#[test]
+fn token_bytes_spell_the_text_exactly() {
+    let tokenizer = &common::model().tokenizer;
+    let bytes = tokenizer.token_bytes();
+    assert_eq!(bytes.len(), tokenizer.vocab_size());
+    for text in [
+        "Hello, world! ✓ 東京 🚀 ünïcödé\n\tcode: fn main() { println!(\"{}\", 1 + 2); }",
+        "  leading spaces, trailing tab\t",
+        "{\"name\": \"browser_open\", \"arguments\": {\"url\": \"https://example.com/a?b=c\"}}",
+    ] {
+        let ids = tokenizer.encode(text).unwrap();
+        let spelled: Vec<u8> = ids.iter().flat_map(|&id| bytes[id as usize].clone()).collect();
+        assert_eq!(spelled, text.as_bytes(), "{text:?}");
+    }
+    let im_end = tokenizer.token_to_id("<|im_end|>").unwrap();
+    assert_eq!(bytes[im_end as usize], b"\xFF<|im_end|>");
+    assert!(bytes.iter().all(|b| !b.is_empty()), "every id has bytes");
+    let text_tokens_with_marker = bytes
+        .iter()
+        .enumerate()
+        .filter(|(id, b)| b.first() == Some(&0xFF) && !tokenizer.id_to_token(*id as u32).unwrap().starts_with('<'))
+        .count();
+    assert_eq!(text_tokens_with_marker, 0);
+}

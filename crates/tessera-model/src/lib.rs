@@ -24,6 +24,7 @@ mod sequence;
 pub mod simd;
 mod source;
 mod template;
+mod token_bytes;
 mod tokenizer;
 mod weights;
 
@@ -38,6 +39,7 @@ pub use safetensors::HfDir;
 pub use sequence::{Runtime, Sequence};
 pub use source::{hf_hub_cache_dir, load_spec, resolve_offline, resolve_offline_in, ModelLocation, ResolveError};
 pub use template::{ChatMessage, ChatTemplate, CHATML_TEMPLATE};
+pub use token_bytes::SPECIAL_TOKEN_MARKER;
 pub use tokenizer::{GgufVocab, TextStream, Tokenizer};
 
 use std::path::PathBuf;

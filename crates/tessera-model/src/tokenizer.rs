@@ -39,7 +39,7 @@ pub struct GgufVocab {
 /// A text tokenizer plus the ids the runtime treats specially.
 #[derive(Clone)]
 pub struct Tokenizer {
-    inner: tokenizers::Tokenizer,
+    pub(crate) inner: tokenizers::Tokenizer,
     /// Ids that end generation (end-of-sequence and end-of-turn tokens).
     stop_ids: Vec<u32>,
     bos: Option<String>,

@@ -1,0 +1,29 @@
+//! Tool calls that are always valid. A response is constrained by a byte-level
+//! automaton (free text, the Hermes call envelope, the tool name through a
+//! trie of the allowed names, the arguments through the tool's JSON schema);
+//! the tokens allowed next are found by walking the vocabulary trie against it
+//! and returned as a bit set the sampler applies to the logits.
+//!
+//! Pure: no candle, no tokio. Per-tokenizer ([`Vocabulary`]) and per-tool-set
+//! ([`CompiledTools`], keyed by [`tools_hash`]) structures are built once;
+//! per-response state ([`ToolCallMatcher`]) is small.
+#![deny(missing_docs)]
+
+mod call;
+mod error;
+mod json;
+mod literal;
+mod matcher;
+mod schema;
+mod tools;
+mod vocab;
+
+pub use call::{CallMode, ToolChoice, CLOSER, NAME_INTRO, OPENER};
+pub use error::ConstrainError;
+pub use matcher::{RejectedToken, TokenMask, ToolCallMatcher};
+pub use schema::MAX_PROPERTIES;
+pub use tools::{tools_hash, CompiledTools, ToolDef, MAX_NAME_LEN};
+pub use vocab::Vocabulary;
+
+/// First byte of a special token's bytes (never the first byte of UTF-8 text).
+pub const SPECIAL_TOKEN_MARKER: u8 = 0xFF;

@@ -1,0 +1,262 @@
+//! One response's constraint: the automaton state, advanced token by token,
+//! and the allowed-token mask for the next token, computed by walking the
+//! vocabulary trie and skipping every subtree the automaton rejects
+//! (toktrie's `add_bias`). Cost: O(trie nodes visited), which is small where
+//! few bytes are allowed (names, literals) and the whole trie in free text.
+
+use crate::call::{CallMachine, CallMode, CallState, Phase, ToolChoice, NAME_INTRO, OPENER};
+use crate::json::{JsonState, Stacks};
+use crate::tools::{AllowedNames, CompiledTools};
+use crate::{ConstrainError, Vocabulary};
+use std::collections::HashMap;
+use std::sync::Arc;
+use toktrie::{Recognizer, SimpleVob};
+
+/// The tokens allowed next, as a bit set over the vocabulary.
+#[derive(Debug, Clone)]
+pub struct TokenMask {
+    bits: SimpleVob,
+}
+
+impl TokenMask {
+    /// Whether `token` is allowed.
+    pub fn is_allowed(&self, token: u32) -> bool {
+        (token as usize) < self.bits.len() && self.bits.is_allowed(token)
+    }
+
+    /// Number of allowed tokens.
+    pub fn count(&self) -> usize {
+        self.bits.num_set()
+    }
+
+    /// Allowed token ids, ascending.
+    pub fn to_vec(&self) -> Vec<u32> {
+        self.bits.to_list()
+    }
+
+    /// Set every disallowed logit to `-inf`.
+    pub fn apply(&self, logits: &mut [f32]) {
+        for (token, logit) in logits.iter_mut().enumerate() {
+            if !self.is_allowed(token as u32) {
+                *logit = f32::NEG_INFINITY;
+            }
+        }
+    }
+}
+
+/// A response being constrained.
+pub struct ToolCallMatcher {
+    tools: Arc<CompiledTools>,
+    allowed: AllowedNames,
+    mode: CallMode,
+    parallel: bool,
+    stacks: Stacks,
+    state: CallState,
+    prefill: String,
+    finished: bool,
+    /// Masks by state: inside a string or in free text the state repeats token
+    /// after token, so most steps are a lookup.
+    cache: HashMap<CallState, TokenMask>,
+}
+
+/// Masks kept per matcher before the cache is cleared.
+const CACHE_LIMIT: usize = 64;
+
+impl std::fmt::Debug for ToolCallMatcher {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ToolCallMatcher")
+            .field("mode", &self.mode)
+            .field("state", &self.state)
+            .finish()
+    }
+}
+
+/// Drives the automaton under toktrie's trie walk: one state per pushed byte.
+struct Walker<'m> {
+    machine: CallMachine<'m>,
+    stack: Vec<CallState>,
+}
+
+impl Recognizer for Walker<'_> {
+    fn pop_bytes(&mut self, num: usize) {
+        self.stack.truncate(self.stack.len() - num);
+    }
+
+    fn collapse(&mut self) {
+        let top = self.stack[self.stack.len() - 1];
+        self.stack.clear();
+        self.stack.push(top);
+    }
+
+    fn trie_finished(&mut self) {
+        self.stack.truncate(1);
+    }
+
+    fn try_push_byte(&mut self, byte: u8) -> bool {
+        let top = self.stack[self.stack.len() - 1];
+        match self.machine.step(top, byte) {
+            Some(next) => {
+                self.stack.push(next);
+                true
+            }
+            None => false,
+        }
+    }
+}
+
+impl ToolCallMatcher {
+    /// A matcher for `choice` over `tools`. `required` (and a specified tool set)
+    /// starts after a prefill (the opener and the allowed names' common prefix)
+    /// that the caller appends to the prompt: see [`prefill`](Self::prefill).
+    pub fn new(tools: Arc<CompiledTools>, choice: &ToolChoice) -> Result<Self, ConstrainError> {
+        let chosen = tools.resolve(choice.allowed.as_deref())?;
+        if chosen.is_empty() && choice.mode != CallMode::None {
+            let mode = if choice.mode == CallMode::Auto {
+                "auto"
+            } else {
+                "required"
+            };
+            return Err(ConstrainError::NoTools(mode.into()));
+        }
+        let allowed = AllowedNames::new(&tools, chosen);
+        let start = CallState {
+            phase: Phase::Text { matched: 0 },
+            tool: 0,
+            json: JsonState::start(0),
+        };
+        let mut matcher = Self {
+            tools,
+            allowed,
+            mode: choice.mode,
+            parallel: choice.parallel,
+            stacks: Stacks::default(),
+            state: start,
+            prefill: String::new(),
+            finished: false,
+            cache: HashMap::new(),
+        };
+        if choice.mode == CallMode::Required {
+            let prefix = matcher.allowed.common_prefix(&matcher.tools).to_string();
+            let at = prefix
+                .bytes()
+                .try_fold(0, |node, byte| matcher.allowed.trie.step(node, byte))
+                .unwrap_or(0);
+            matcher.state.phase = Phase::Name { at };
+            matcher.prefill = format!("{OPENER}{NAME_INTRO}{prefix}");
+        }
+        Ok(matcher)
+    }
+
+    /// Text to append to the prompt before generating (empty unless a call is required).
+    pub fn prefill(&self) -> &str {
+        &self.prefill
+    }
+
+    fn machine(&mut self) -> CallMachine<'_> {
+        CallMachine {
+            tools: &self.tools,
+            allowed: &self.allowed,
+            mode: self.mode,
+            parallel: self.parallel,
+            stacks: &mut self.stacks,
+        }
+    }
+
+    /// Whether the response may end here.
+    pub fn is_accepting(&mut self) -> bool {
+        let state = self.state;
+        self.machine().accepting(&state)
+    }
+
+    /// Whether an end-of-turn token was accepted.
+    pub fn is_finished(&self) -> bool {
+        self.finished
+    }
+
+    /// The state after `bytes`, if every byte is allowed (the matcher is not changed).
+    fn try_bytes(&mut self, bytes: &[u8]) -> Option<CallState> {
+        let start = self.state;
+        let mut machine = self.machine();
+        bytes.iter().try_fold(start, |state, &byte| machine.step(state, byte))
+    }
+
+    /// Advance over `text` if every byte of it is allowed (all or nothing).
+    pub fn advance_text(&mut self, text: &str) -> bool {
+        match self.try_bytes(text.as_bytes()) {
+            Some(state) if !self.finished => {
+                self.state = state;
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// Whether a complete call has been read and nothing after it yet.
+    pub fn after_call(&self) -> bool {
+        self.state.phase == Phase::AfterCall
+    }
+
+    /// Whether `token` may come next (the slow way: its bytes one by one; for tests).
+    pub fn allows_token(&mut self, vocab: &Vocabulary, token: u32) -> bool {
+        if self.finished || token as usize >= vocab.len() {
+            return false;
+        }
+        if vocab.is_stop(token) {
+            return self.is_accepting();
+        }
+        let bytes = vocab.token_bytes(token);
+        !bytes.is_empty() && self.try_bytes(bytes).is_some()
+    }
+
+    /// The tokens allowed next (nothing once finished); cached by state.
+    pub fn compute_mask(&mut self, vocab: &Vocabulary) -> TokenMask {
+        if let Some(mask) = self.cache.get(&self.state).filter(|_| !self.finished) {
+            return mask.clone();
+        }
+        let mask = self.compute_mask_uncached(vocab);
+        if self.cache.len() >= CACHE_LIMIT {
+            self.cache.clear();
+        }
+        self.cache.insert(self.state, mask.clone());
+        mask
+    }
+
+    /// The tokens allowed next, always by a fresh trie walk (benchmarks, tests).
+    pub fn compute_mask_uncached(&mut self, vocab: &Vocabulary) -> TokenMask {
+        let mut bits = vocab.trie.alloc_token_set();
+        if self.finished {
+            return TokenMask { bits };
+        }
+        let accepting = self.is_accepting();
+        let start = self.state;
+        let mut walker = Walker {
+            machine: self.machine(),
+            stack: vec![start],
+        };
+        vocab.trie.add_bias(&mut walker, &mut bits, &[]);
+        // Special tokens are never spelled by the automaton; only end-of-turn, where a response may end.
+        for &stop in &vocab.stop_tokens {
+            bits.set(stop as usize, accepting);
+        }
+        TokenMask { bits }
+    }
+
+    /// Advance by a sampled token; an error if the mask would not have allowed it.
+    pub fn accept_token(&mut self, vocab: &Vocabulary, token: u32) -> Result<(), RejectedToken> {
+        if !self.allows_token(vocab, token) {
+            return Err(RejectedToken(token));
+        }
+        if vocab.is_stop(token) {
+            self.finished = true;
+            return Ok(());
+        }
+        let bytes = vocab.token_bytes(token).to_vec();
+        self.state = self.try_bytes(&bytes).ok_or(RejectedToken(token))?;
+        Ok(())
+    }
+}
+
+/// A token the constraint does not allow here (a bug upstream: masks prevent it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("token {0} is not allowed by the tool-call constraint here")]
+pub struct RejectedToken(pub u32);

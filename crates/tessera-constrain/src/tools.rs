@@ -1,0 +1,170 @@
+//! Tool definitions compiled once per tool set, and tool choices resolved
+//! against them into the set of names a call may use.
+
+use crate::literal::LiteralTrie;
+use crate::schema::{NodeId, SchemaArena};
+use crate::ConstrainError;
+use serde_json::Value;
+use std::hash::{Hash, Hasher};
+
+/// Longest tool name accepted.
+pub const MAX_NAME_LEN: usize = 64;
+
+/// A tool as a request declares it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ToolDef {
+    /// `[A-Za-z0-9_.-]{1,64}`.
+    pub name: String,
+    /// What it does (prompt text; not used by the automaton).
+    pub description: String,
+    /// JSON Schema of its arguments (an object schema).
+    pub parameters: Value,
+}
+
+/// A tool set, validated and compiled: names plus one schema arena.
+#[derive(Debug, Clone)]
+pub struct CompiledTools {
+    pub(crate) names: Vec<String>,
+    pub(crate) roots: Vec<NodeId>,
+    pub(crate) arena: SchemaArena,
+    hash: u64,
+}
+
+/// Canonical hash of a tool list: names, descriptions and schemas serialized
+/// with sorted keys, in order (the same list always hashes the same).
+pub fn tools_hash(tools: &[ToolDef]) -> u64 {
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    for tool in tools {
+        tool.name.hash(&mut hasher);
+        tool.description.hash(&mut hasher);
+        // serde_json maps iterate in sorted key order: to_string is canonical.
+        tool.parameters.to_string().hash(&mut hasher);
+    }
+    hasher.finish()
+}
+
+fn check_name(index: usize, name: &str) -> Result<(), ConstrainError> {
+    let invalid = |reason: String| ConstrainError::InvalidName {
+        name: name.to_string(),
+        reason,
+    };
+    if name.is_empty() {
+        return Err(ConstrainError::EmptyName { index });
+    }
+    if name.len() > MAX_NAME_LEN {
+        return Err(invalid(format!(
+            "{} bytes, over the limit of {MAX_NAME_LEN}",
+            name.len()
+        )));
+    }
+    if let Some(c) = name
+        .chars()
+        .find(|c| !(c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.')))
+    {
+        return Err(invalid(format!("character {c:?} is outside [A-Za-z0-9_.-]")));
+    }
+    Ok(())
+}
+
+impl CompiledTools {
+    /// Validate names (non-empty, unique, `[A-Za-z0-9_.-]`) and compile every schema.
+    pub fn compile(tools: &[ToolDef]) -> Result<Self, ConstrainError> {
+        let mut arena = SchemaArena::new();
+        let mut names: Vec<String> = Vec::with_capacity(tools.len());
+        let mut roots = Vec::with_capacity(tools.len());
+        for (index, tool) in tools.iter().enumerate() {
+            check_name(index, &tool.name)?;
+            if names.contains(&tool.name) {
+                return Err(ConstrainError::DuplicateName(tool.name.clone()));
+            }
+            roots.push(arena.compile_parameters(&tool.name, &tool.parameters)?);
+            names.push(tool.name.clone());
+        }
+        Ok(Self {
+            names,
+            roots,
+            arena,
+            hash: tools_hash(tools),
+        })
+    }
+
+    /// The tool names, in declaration order.
+    pub fn names(&self) -> &[String] {
+        &self.names
+    }
+
+    /// The canonical hash the set was compiled from.
+    pub fn hash(&self) -> u64 {
+        self.hash
+    }
+
+    /// Unsupported schema keywords met (each reported once).
+    pub fn warnings(&self) -> &[String] {
+        &self.arena.warnings
+    }
+
+    /// Resolve `allowed` (names, or `prefix*` families; `None` = every tool) to tool indices.
+    pub fn resolve(&self, allowed: Option<&[String]>) -> Result<Vec<usize>, ConstrainError> {
+        let Some(patterns) = allowed else {
+            return Ok((0..self.names.len()).collect());
+        };
+        let mut chosen = vec![false; self.names.len()];
+        for pattern in patterns {
+            match pattern.strip_suffix('*') {
+                Some(prefix) => {
+                    let family: Vec<usize> = (0..self.names.len())
+                        .filter(|&i| self.names[i].starts_with(prefix))
+                        .collect();
+                    if family.is_empty() {
+                        return Err(ConstrainError::EmptyFamily(prefix.to_string()));
+                    }
+                    family.iter().for_each(|&i| chosen[i] = true);
+                }
+                None => {
+                    let index = self
+                        .names
+                        .iter()
+                        .position(|n| n == pattern)
+                        .ok_or_else(|| ConstrainError::UnknownTool(pattern.clone()))?;
+                    chosen[index] = true;
+                }
+            }
+        }
+        Ok((0..self.names.len()).filter(|&i| chosen[i]).collect())
+    }
+}
+
+/// The names a call may use, as a trie (string i = `tools[i]`).
+#[derive(Debug, Clone)]
+pub(crate) struct AllowedNames {
+    pub trie: LiteralTrie,
+    /// Tool index of each trie string.
+    pub tools: Vec<usize>,
+}
+
+impl AllowedNames {
+    pub fn new(compiled: &CompiledTools, tools: Vec<usize>) -> Self {
+        let names: Vec<&str> = tools.iter().map(|&i| compiled.names[i].as_str()).collect();
+        Self {
+            trie: LiteralTrie::new(&names),
+            tools,
+        }
+    }
+
+    /// Longest common prefix of the allowed names.
+    pub fn common_prefix<'a>(&self, compiled: &'a CompiledTools) -> &'a str {
+        let mut names = self.tools.iter().map(|&i| compiled.names[i].as_str());
+        let Some(first) = names.next() else {
+            return "";
+        };
+        let len = names.fold(first.len(), |len, name| {
+            first
+                .bytes()
+                .zip(name.bytes())
+                .take(len)
+                .take_while(|(a, b)| a == b)
+                .count()
+        });
+        &first[..len]
+    }
+}

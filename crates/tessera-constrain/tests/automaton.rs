@@ -1,0 +1,264 @@
+//! The automaton accepts exactly the valid calls: a hand-checked table of
+//! arguments per schema (escapes, nesting, numbers, enums, required and
+//! additional properties, array bounds, unions), plus the envelope, the name
+//! trie and the modes.
+
+use serde_json::{json, Value};
+use std::sync::Arc;
+use tessera_constrain::{CallMode, CompiledTools, ConstrainError, ToolCallMatcher, ToolChoice, ToolDef};
+
+fn tool(name: &str, parameters: Value) -> ToolDef {
+    ToolDef {
+        name: name.into(),
+        description: String::new(),
+        parameters,
+    }
+}
+
+fn auto() -> ToolChoice {
+    ToolChoice {
+        mode: CallMode::Auto,
+        allowed: None,
+        parallel: false,
+    }
+}
+
+/// Whether `text` is a complete, valid response under `choice`.
+fn accepts(tools: &[ToolDef], choice: &ToolChoice, text: &str) -> bool {
+    let compiled = Arc::new(CompiledTools::compile(tools).unwrap());
+    let mut matcher = ToolCallMatcher::new(compiled, choice).unwrap();
+    let text = text.strip_prefix(matcher.prefill()).unwrap_or(text).to_string();
+    matcher.advance_text(&text) && matcher.is_accepting()
+}
+
+/// `check(schema, [(arguments, valid)])`: each call of tool `t` with these arguments.
+fn check(schema: Value, table: &[(&str, bool)]) {
+    let tools = [tool("t", schema.clone())];
+    for &(arguments, valid) in table {
+        let text = format!("<tool_call>\n{{\"name\": \"t\", \"arguments\": {arguments}}}\n</tool_call>");
+        assert_eq!(
+            accepts(&tools, &auto(), &text),
+            valid,
+            "schema {schema}, arguments {arguments}"
+        );
+    }
+}
+
+#[test]
+fn strings_and_escapes() {
+    check(
+        json!({"type": "object", "properties": {"s": {"type": "string"}}, "required": ["s"], "additionalProperties": false}),
+        &[
+            (r#"{"s": "plain"}"#, true),
+            (r#"{"s":"no space"}"#, true),
+            (r#"{"s": "quote \" backslash \\ slash \/ \b\f\n\r\t"}"#, true),
+            (r#"{"s": "\u00e9\u20AC"}"#, true),
+            (r#"{"s": "ünïcödé ✓"}"#, true),
+            (r#"{"s": "\x"}"#, false),
+            (r#"{"s": "\u12G4"}"#, false),
+            ("{\"s\": \"raw\nnewline\"}", false),
+            (r#"{"s": 1}"#, false),
+            (r#"{}"#, false),
+            (r#"{"s": "a", "s": "b"}"#, false),
+            (r#"{"s": "a", "x": 1}"#, false),
+            (r#"{"s":  "two spaces"}"#, false),
+        ],
+    );
+}
+
+#[test]
+fn numbers_integers_booleans_null() {
+    let schema = json!({"type": "object", "properties": {
+        "i": {"type": "integer"}, "n": {"type": "number"}, "b": {"type": "boolean"}, "z": {"type": "null"}
+    }, "additionalProperties": false});
+    check(
+        schema,
+        &[
+            (r#"{"i": 0}"#, true),
+            (r#"{"i": -12}"#, true),
+            (r#"{"i": 012}"#, false),
+            (r#"{"i": 1.5}"#, false),
+            (r#"{"i": -}"#, false),
+            (r#"{"n": 3.25}"#, true),
+            (r#"{"n": -0.5e-3}"#, true),
+            (r#"{"n": 1E+9}"#, true),
+            (r#"{"n": 1.}"#, false),
+            (r#"{"n": .5}"#, false),
+            (r#"{"n": 1e}"#, false),
+            (r#"{"b": true, "z": null}"#, true),
+            (r#"{"b": True}"#, false),
+            (r#"{"z": nul}"#, false),
+            (r#"{"i": 1, "n": 2, "b": false, "z": null}"#, true),
+        ],
+    );
+}
+
+#[test]
+fn nesting_arrays_and_bounds() {
+    let schema = json!({"type": "object", "properties": {
+        "tags": {"type": "array", "items": {"type": "string"}, "minItems": 1, "maxItems": 2},
+        "point": {"type": "object", "properties": {"x": {"type": "number"}, "y": {"type": "number"}},
+                  "required": ["x", "y"], "additionalProperties": false},
+        "matrix": {"type": "array", "items": {"type": "array", "items": {"type": "integer"}}}
+    }, "required": ["point"], "additionalProperties": false});
+    check(
+        schema,
+        &[
+            (r#"{"point": {"x": 1, "y": 2}}"#, true),
+            (r#"{"point": {"y": 2, "x": 1}}"#, true),
+            (r#"{"point": {"x": 1}}"#, false),
+            (r#"{"tags": ["a"], "point": {"x": 1, "y": 2}}"#, true),
+            (r#"{"tags": ["a", "b"], "point": {"x": 1, "y": 2}}"#, true),
+            (r#"{"tags": ["a", "b", "c"], "point": {"x": 1, "y": 2}}"#, false),
+            (r#"{"tags": [], "point": {"x": 1, "y": 2}}"#, false),
+            (r#"{"tags": ["a",], "point": {"x": 1, "y": 2}}"#, false),
+            (r#"{"matrix": [[1, 2], [], [3]], "point": {"x": 0, "y": 0}}"#, true),
+            (r#"{"matrix": [[1, 2.5]], "point": {"x": 0, "y": 0}}"#, false),
+            (r#"{"point": {"x": 1, "y": 2},}"#, false),
+        ],
+    );
+}
+
+#[test]
+fn enums_consts_unions_and_additional_properties() {
+    let schema = json!({"type": "object", "properties": {
+        "color": {"enum": ["red", "green", 10, 1]},
+        "kind": {"const": "file"},
+        "maybe": {"anyOf": [{"type": "string"}, {"type": "null"}]},
+        "either": {"type": ["integer", "boolean"]},
+    }, "additionalProperties": {"type": "integer"}});
+    check(
+        schema,
+        &[
+            (r#"{"color": "red"}"#, true),
+            (r#"{"color": "blue"}"#, false),
+            (r#"{"color": 10}"#, true),
+            (r#"{"color": 1}"#, true),
+            (r#"{"color": 100}"#, false),
+            (r#"{"kind": "file"}"#, true),
+            (r#"{"kind": "dir"}"#, false),
+            (r#"{"maybe": null}"#, true),
+            (r#"{"maybe": "x"}"#, true),
+            (r#"{"maybe": 1}"#, false),
+            (r#"{"either": 7, "other": 3}"#, true),
+            (r#"{"either": true}"#, true),
+            (r#"{"either": "x"}"#, false),
+            (r#"{"other": "x"}"#, false),
+            (r#"{"col": 1}"#, true),
+        ],
+    );
+    // No schema keywords at all: any JSON object.
+    check(
+        json!({}),
+        &[
+            (r#"{"a": [1, {"b": null}], "c": "d"}"#, true),
+            (r#"{}"#, true),
+            (r#"[]"#, false),
+        ],
+    );
+}
+
+fn family_tools() -> Vec<ToolDef> {
+    let object = json!({"type": "object", "properties": {"q": {"type": "string"}}, "required": ["q"]});
+    ["browser_open", "browser_find", "shell_run", "file_read"]
+        .iter()
+        .map(|name| tool(name, object.clone()))
+        .collect()
+}
+
+fn call(name: &str) -> String {
+    format!("<tool_call>\n{{\"name\": \"{name}\", \"arguments\": {{\"q\": \"x\"}}}}\n</tool_call>")
+}
+
+#[test]
+fn modes_names_and_families() {
+    let tools = family_tools();
+    let choice = |mode, allowed: Option<&[&str]>, parallel| ToolChoice {
+        mode,
+        allowed: allowed.map(|a| a.iter().map(|s| s.to_string()).collect()),
+        parallel,
+    };
+    let auto = choice(CallMode::Auto, None, false);
+    assert!(accepts(&tools, &auto, "Just text, no call."));
+    assert!(accepts(&tools, &auto, &format!("Let me look.{}", call("shell_run"))));
+    assert!(!accepts(&tools, &auto, &call("shell_exec")), "an unknown name");
+    assert!(!accepts(
+        &tools,
+        &auto,
+        &format!("{}{}", call("file_read"), call("file_read"))
+    ));
+    let parallel = choice(CallMode::Auto, None, true);
+    assert!(accepts(
+        &tools,
+        &parallel,
+        &format!("{}\n{}", call("file_read"), call("shell_run"))
+    ));
+    assert!(!accepts(
+        &tools,
+        &parallel,
+        &format!("{}trailing text", call("file_read"))
+    ));
+    let none = choice(CallMode::None, None, false);
+    assert!(accepts(&tools, &none, "I will not call <tool_ anything."));
+    assert!(!accepts(&tools, &none, &call("file_read")));
+    let required = choice(CallMode::Required, None, false);
+    assert!(accepts(&tools, &required, &call("browser_find")));
+    assert!(!accepts(&tools, &required, "text first"));
+    let family = choice(CallMode::Required, Some(&["browser_*"]), false);
+    assert!(accepts(&tools, &family, &call("browser_open")));
+    assert!(!accepts(&tools, &family, &call("shell_run")));
+    let compiled = Arc::new(CompiledTools::compile(&tools).unwrap());
+    let matcher = ToolCallMatcher::new(compiled.clone(), &family).unwrap();
+    assert_eq!(matcher.prefill(), "<tool_call>\n{\"name\": \"browser_");
+    let listed = choice(CallMode::Required, Some(&["file_read", "shell_run"]), false);
+    assert!(accepts(&tools, &listed, &call("file_read")));
+    assert!(!accepts(&tools, &listed, &call("browser_open")));
+    let missing = choice(CallMode::Required, Some(&["git_*"]), false);
+    assert_eq!(
+        ToolCallMatcher::new(compiled.clone(), &missing).err(),
+        Some(ConstrainError::EmptyFamily("git_".into()))
+    );
+    let unknown = choice(CallMode::Required, Some(&["nope"]), false);
+    assert_eq!(
+        ToolCallMatcher::new(compiled, &unknown).err(),
+        Some(ConstrainError::UnknownTool("nope".into()))
+    );
+}
+
+#[test]
+fn bad_tool_definitions_are_clear_errors() {
+    let object = json!({"type": "object"});
+    let compile = |tools: &[ToolDef]| CompiledTools::compile(tools).err().map(|e| e.to_string());
+    assert_eq!(
+        compile(&[tool("a", object.clone()), tool("a", object.clone())]),
+        Some("tool name `a` is defined twice".into())
+    );
+    assert_eq!(
+        compile(&[tool("", object.clone())]),
+        Some("tools[0].name is empty".into())
+    );
+    assert!(compile(&[tool("has space", object.clone())])
+        .unwrap()
+        .contains("outside [A-Za-z0-9_.-]"));
+    assert!(compile(&[tool("t", json!({"type": "strin"}))])
+        .unwrap()
+        .contains("unknown type `strin`"));
+    assert!(compile(&[tool("t", json!({"type": "string"}))])
+        .unwrap()
+        .contains("must be an object schema"));
+    assert!(compile(&[tool("t", json!({"type": "object", "required": ["x"]}))])
+        .unwrap()
+        .contains("`x` is not among the properties"));
+    assert!(
+        compile(&[tool("t", json!({"type": "array", "minItems": 3, "maxItems": 1}))])
+            .unwrap()
+            .contains("minItems (3) exceeds maxItems (1)")
+    );
+    // Unsupported keywords are reported once and ignored.
+    let tools = [tool(
+        "t",
+        json!({"type": "object", "properties": {"s": {"type": "string", "pattern": "^a", "maxLength": 3}, "u": {"type": "string", "pattern": "x"}}}),
+    )];
+    let compiled = CompiledTools::compile(&tools).unwrap();
+    assert_eq!(compiled.warnings().len(), 2, "{:?}", compiled.warnings());
+}
