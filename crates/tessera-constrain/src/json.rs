@@ -166,6 +166,12 @@ impl JsonState {
     pub fn is_done(&self) -> bool {
         self.lex == Lex::Done
     }
+
+    /// Whether it is inside a free string value, past any escape: where every
+    /// byte but `"`, `\` and control bytes leaves the state as it is.
+    pub fn in_plain_string(&self) -> bool {
+        self.lex == (Lex::Str { esc: Esc::None })
+    }
 }
 
 fn is_digit(b: u8) -> bool {

@@ -223,17 +223,28 @@ impl ToolCallMatcher {
 
     /// The tokens allowed next, always by a fresh trie walk (benchmarks, tests).
     pub fn compute_mask_uncached(&mut self, vocab: &Vocabulary) -> TokenMask {
-        let mut bits = vocab.trie.alloc_token_set();
         if self.finished {
-            return TokenMask { bits };
+            return TokenMask {
+                bits: vocab.trie.alloc_token_set(),
+            };
         }
+        // Where plain tokens cannot change the state, allow them wholesale and walk the rest.
+        let split = match self.state.phase {
+            Phase::Text { matched: 0 } => Some(&vocab.text),
+            Phase::Args if self.state.json.in_plain_string() => Some(&vocab.string),
+            _ => None,
+        };
+        let (mut bits, trie) = match split {
+            Some(split) => (split.plain.clone(), &split.rest),
+            None => (vocab.trie.alloc_token_set(), &vocab.trie),
+        };
         let accepting = self.is_accepting();
         let start = self.state;
         let mut walker = Walker {
             machine: self.machine(),
             stack: vec![start],
         };
-        vocab.trie.add_bias(&mut walker, &mut bits, &[]);
+        trie.add_bias(&mut walker, &mut bits, &[]);
         // Special tokens are never spelled by the automaton; only end-of-turn, where a response may end.
         for &stop in &vocab.stop_tokens {
             bits.set(stop as usize, accepting);

@@ -1,14 +1,52 @@
 //! The vocabulary trie (toktrie's `TokTrie`), built once per tokenizer from
 //! every token's bytes (special tokens marked with `0xFF`), and the
 //! end-of-turn tokens a mask allows where a response may end.
+//!
+//! Two states dominate a constrained response: free text and the inside of a
+//! JSON string. In both, most tokens cannot change the state (no `<` in text;
+//! no `"`, `\` or control byte in a string), so each has a [`Split`]: the set
+//! of such plain tokens, allowed wholesale, and a trie of the rest, the only
+//! part a mask computation walks there (tens of µs instead of milliseconds).
 
-use toktrie::{TokRxInfo, TokTrie};
+use toktrie::{SimpleVob, TokRxInfo, TokTrie};
+
+/// A vocabulary split for one state: plain tokens, and a trie of the others.
+#[derive(Clone)]
+pub(crate) struct Split {
+    pub plain: SimpleVob,
+    pub rest: TokTrie,
+}
+
+impl Split {
+    fn new(trie: &TokTrie, token_bytes: &[Vec<u8>], is_structural: impl Fn(u8) -> bool) -> Self {
+        let mut plain = trie.alloc_token_set();
+        let mut rest = trie.alloc_token_set();
+        for (id, bytes) in token_bytes.iter().enumerate() {
+            if bytes.is_empty() {
+                continue;
+            }
+            if bytes.iter().any(|&b| is_structural(b)) {
+                rest.allow_token(id as u32);
+            } else {
+                plain.allow_token(id as u32);
+            }
+        }
+        Self {
+            plain,
+            rest: trie.filter(&rest),
+        }
+    }
+}
 
 /// A tokenizer's vocabulary as a byte trie.
 #[derive(Clone)]
 pub struct Vocabulary {
     pub(crate) trie: TokTrie,
     pub(crate) stop_tokens: Vec<u32>,
+    /// Free text: `<` may start the opener, `0xFF` marks special tokens.
+    pub(crate) text: Split,
+    /// Inside a JSON string: `"` and `\` end or escape, control bytes are invalid.
+    pub(crate) string: Split,
 }
 
 impl std::fmt::Debug for Vocabulary {
@@ -26,9 +64,15 @@ impl Vocabulary {
         let eos = stop_tokens.first().copied().unwrap_or(0);
         let info = TokRxInfo::new(token_bytes.len() as u32, eos);
         let trie = TokTrie::from(&info, token_bytes).with_eos_tokens(stop_tokens);
+        let text = Split::new(&trie, token_bytes, |b| b == b'<' || b == crate::SPECIAL_TOKEN_MARKER);
+        let string = Split::new(&trie, token_bytes, |b| {
+            b == b'"' || b == b'\\' || b < 0x20 || b == crate::SPECIAL_TOKEN_MARKER
+        });
         Self {
             trie,
             stop_tokens: stop_tokens.to_vec(),
+            text,
+            string,
         }
     }
 
