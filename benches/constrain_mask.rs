@@ -1,6 +1,7 @@
 //! Criterion bench of one allowed-token mask on the real 49,152-token
 //! vocabulary, in typical states: auto free text, right after the opener, in
-//! the name, inside a string argument, inside a number argument.
+//! the name, inside a string argument, inside a number argument; and the slow
+//! case, a free-form object key.
 //! Run: `cargo bench --bench constrain_mask` (needs models/, see scripts/fetch-model.sh).
 
 mod common;
@@ -20,7 +21,8 @@ fn vocabulary() -> Vocabulary {
 
 fn tools() -> Arc<CompiledTools> {
     let schema = json!({"type": "object", "properties": {
-        "path": {"type": "string"}, "offset": {"type": "integer"}, "tags": {"type": "array", "items": {"type": "string"}}
+        "path": {"type": "string"}, "offset": {"type": "integer"}, "tags": {"type": "array", "items": {"type": "string"}},
+        "env": {"type": "object", "additionalProperties": {"type": "string"}}
     }, "required": ["path"], "additionalProperties": false});
     let tools: Vec<ToolDef> = ["file_read", "file_write", "browser_open", "shell_run"]
         .iter()
@@ -52,6 +54,11 @@ fn masks(c: &mut Criterion) {
         (
             "inside a number",
             "<tool_call>\n{\"name\": \"file_read\", \"arguments\": {\"path\": \"a\", \"offset\": 12",
+        ),
+        // The slow case: a free-form key (additionalProperties) allows almost any token and walks the whole trie.
+        (
+            "inside a free-form key",
+            "<tool_call>\n{\"name\": \"file_read\", \"arguments\": {\"path\": \"a\", \"env\": {\"PA",
         ),
     ];
     let mut group = c.benchmark_group("mask");

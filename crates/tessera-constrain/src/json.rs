@@ -167,10 +167,18 @@ impl JsonState {
         self.lex == Lex::Done
     }
 
-    /// Whether it is inside a free string value, past any escape: where every
-    /// byte but `"`, `\` and control bytes leaves the state as it is.
+    /// Whether it is inside a free string value, or inside a key that already left
+    /// the declared keys, past any escape: where every byte but `"`, `\` and control
+    /// bytes leaves the state as it is.
     pub fn in_plain_string(&self) -> bool {
-        self.lex == (Lex::Str { esc: Esc::None })
+        matches!(
+            self.lex,
+            Lex::Str { esc: Esc::None }
+                | Lex::KeyStr {
+                    at: None,
+                    esc: Esc::None
+                }
+        )
     }
 }
 

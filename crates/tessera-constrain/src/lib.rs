@@ -14,6 +14,7 @@ mod error;
 mod json;
 mod literal;
 mod matcher;
+mod output;
 mod schema;
 mod tools;
 mod vocab;
@@ -21,8 +22,9 @@ mod vocab;
 pub use call::{CallMode, ToolChoice, CLOSER, NAME_INTRO, OPENER};
 pub use error::ConstrainError;
 pub use matcher::{RejectedToken, TokenMask, ToolCallMatcher};
+pub use output::{parse_response, tools_prompt, CallParseError, ParsedResponse, ToolCall};
 pub use schema::MAX_PROPERTIES;
-pub use tools::{tools_hash, CompiledTools, ToolDef, MAX_NAME_LEN};
+pub use tools::{tools_hash, CompiledTools, ToolDef, ToolSetCache, MAX_NAME_LEN};
 pub use vocab::Vocabulary;
 
 /// First byte of a special token's bytes (never the first byte of UTF-8 text).

@@ -134,6 +134,53 @@ impl CompiledTools {
     }
 }
 
+/// Compiled tool sets by the canonical hash of their list, so a tool list sent
+/// with every request of a session is compiled once. Bounded: least recently
+/// used sets are dropped beyond `capacity`.
+#[derive(Debug)]
+pub struct ToolSetCache {
+    capacity: usize,
+    /// (hash, set), most recently used last.
+    sets: Vec<(u64, std::sync::Arc<CompiledTools>)>,
+}
+
+impl ToolSetCache {
+    /// A cache of at most `capacity` sets (at least one).
+    pub fn new(capacity: usize) -> Self {
+        Self {
+            capacity: capacity.max(1),
+            sets: Vec::new(),
+        }
+    }
+
+    /// The compiled set for `tools`, compiling it on a miss.
+    pub fn get_or_compile(&mut self, tools: &[ToolDef]) -> Result<std::sync::Arc<CompiledTools>, ConstrainError> {
+        let hash = tools_hash(tools);
+        if let Some(at) = self.sets.iter().position(|(h, _)| *h == hash) {
+            let entry = self.sets.remove(at);
+            let set = entry.1.clone();
+            self.sets.push(entry);
+            return Ok(set);
+        }
+        let set = std::sync::Arc::new(CompiledTools::compile(tools)?);
+        if self.sets.len() == self.capacity {
+            self.sets.remove(0);
+        }
+        self.sets.push((hash, set.clone()));
+        Ok(set)
+    }
+
+    /// Number of sets held.
+    pub fn len(&self) -> usize {
+        self.sets.len()
+    }
+
+    /// Whether no set is held.
+    pub fn is_empty(&self) -> bool {
+        self.sets.is_empty()
+    }
+}
+
 /// The names a call may use, as a trie (string i = `tools[i]`).
 #[derive(Debug, Clone)]
 pub(crate) struct AllowedNames {
@@ -166,5 +213,42 @@ impl AllowedNames {
                 .count()
         });
         &first[..len]
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn tool(name: &str, parameters: Value) -> ToolDef {
+        ToolDef {
+            name: name.into(),
+            description: String::new(),
+            parameters,
+        }
+    }
+
+    #[test]
+    fn the_cache_compiles_each_list_once_keyed_by_canonical_content() {
+        let mut cache = ToolSetCache::new(2);
+        // Same content, keys in a different order: one canonical hash, one compilation.
+        let a = [tool("a", json!({"type": "object", "properties": {"x": {}, "y": {}}}))];
+        let a_again = [tool(
+            "a",
+            serde_json::from_str(r#"{"properties": {"y": {}, "x": {}}, "type": "object"}"#).unwrap(),
+        )];
+        let first = cache.get_or_compile(&a).unwrap();
+        let second = cache.get_or_compile(&a_again).unwrap();
+        assert!(std::sync::Arc::ptr_eq(&first, &second));
+        cache.get_or_compile(&[tool("b", json!({}))]).unwrap();
+        cache.get_or_compile(&[tool("c", json!({}))]).unwrap();
+        assert_eq!(cache.len(), 2, "bounded");
+        let recompiled = cache.get_or_compile(&a).unwrap();
+        assert!(
+            !std::sync::Arc::ptr_eq(&first, &recompiled),
+            "the least recently used set was dropped"
+        );
+        assert!(cache.get_or_compile(&[tool("", json!({}))]).is_err());
     }
 }

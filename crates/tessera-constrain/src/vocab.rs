@@ -63,7 +63,11 @@ impl Vocabulary {
     pub fn new(token_bytes: &[Vec<u8>], stop_tokens: &[u32]) -> Self {
         let eos = stop_tokens.first().copied().unwrap_or(0);
         let info = TokRxInfo::new(token_bytes.len() as u32, eos);
-        let trie = TokTrie::from(&info, token_bytes).with_eos_tokens(stop_tokens);
+        let mut trie = TokTrie::from(&info, token_bytes);
+        if !stop_tokens.is_empty() {
+            // toktrie refuses an empty list; a vocabulary without end-of-turn tokens keeps its default.
+            trie = trie.with_eos_tokens(stop_tokens);
+        }
         let text = Split::new(&trie, token_bytes, |b| b == b'<' || b == crate::SPECIAL_TOKEN_MARKER);
         let string = Split::new(&trie, token_bytes, |b| {
             b == b'"' || b == b'\\' || b < 0x20 || b == crate::SPECIAL_TOKEN_MARKER

@@ -262,3 +262,16 @@ fn bad_tool_definitions_are_clear_errors() {
     let compiled = CompiledTools::compile(&tools).unwrap();
     assert_eq!(compiled.warnings().len(), 2, "{:?}", compiled.warnings());
 }
+
+#[test]
+fn a_vocabulary_without_stop_tokens_is_fine() {
+    let words: Vec<Vec<u8>> = ["a", "b", "<tool_call>", "{"]
+        .iter()
+        .map(|w| w.as_bytes().to_vec())
+        .collect();
+    let vocab = tessera_constrain::Vocabulary::new(&words, &[]);
+    let tools = Arc::new(CompiledTools::compile(&[tool("t", json!({}))]).unwrap());
+    let mut matcher = ToolCallMatcher::new(tools, &auto()).unwrap();
+    let mask = matcher.compute_mask(&vocab);
+    assert_eq!(mask.to_vec(), vec![0, 1, 2, 3]);
+}

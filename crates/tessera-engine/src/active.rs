@@ -3,6 +3,7 @@
 
 use crate::{Event, GenerateRequest};
 use std::time::Instant;
+use tessera_constrain::ToolCallMatcher;
 use tessera_kv::SeqId;
 use tessera_model::{Sequence, TextStream};
 use tessera_sample::Sampler;
@@ -35,6 +36,8 @@ pub(crate) struct Active {
     pub times: Times,
     /// Prompt tokens reused at the first admission (`None` before it).
     pub cached_tokens: Option<usize>,
+    /// The tool-call constraint, when the request has one.
+    pub matcher: Option<ToolCallMatcher>,
 }
 
 /// When things happened to a request.
@@ -47,7 +50,13 @@ pub(crate) struct Times {
 }
 
 impl Active {
-    pub fn new(id: SeqId, request: GenerateRequest, sampler: Sampler, events: UnboundedSender<Event>) -> Self {
+    pub fn new(
+        id: SeqId,
+        request: GenerateRequest,
+        sampler: Sampler,
+        matcher: Option<ToolCallMatcher>,
+        events: UnboundedSender<Event>,
+    ) -> Self {
         Self {
             id,
             prompt_len: request.prompt.len(),
@@ -68,6 +77,7 @@ impl Active {
                 last_token: None,
             },
             cached_tokens: None,
+            matcher,
         }
     }
 
@@ -93,6 +103,7 @@ impl Active {
 
     /// Whether `token` ends generation.
     pub fn is_stop_token(&self, token: u32, tokenizer: &tessera_model::Tokenizer) -> bool {
-        (self.stop.stop_at_eos && tokenizer.is_stop(token)) || self.stop.stop_tokens.contains(&token)
+        let stop_at_eos = self.stop.stop_at_eos || self.matcher.is_some();
+        (stop_at_eos && tokenizer.is_stop(token)) || self.stop.stop_tokens.contains(&token)
     }
 }

@@ -6,10 +6,13 @@
 use crate::active::Active;
 use crate::handle::Shared;
 use crate::scheduler::{Chunk, Resources, Scheduler};
-use crate::{persist, Completion, EngineConfig, EngineError, EngineMetrics, Event, FinishReason, Timings, Usage};
+use crate::{
+    persist, Completion, EngineConfig, EngineError, EngineMetrics, Event, FinishReason, Timings, ToolOutput, Usage,
+};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Instant;
+use tessera_constrain::{parse_response, Vocabulary};
 use tessera_kv::BlockPool;
 use tessera_model::{KvCache, Logits, LogitsFor, Model, Tokenizer};
 use tokio::sync::{mpsc, oneshot};
@@ -31,6 +34,8 @@ pub(crate) enum Command {
 pub(crate) struct Engine {
     pub model: Model,
     pub tokenizer: Arc<Tokenizer>,
+    /// The vocabulary trie constrained requests are masked with.
+    pub vocab: Arc<Vocabulary>,
     pub pool: BlockPool,
     pub kv: KvCache,
     pub config: EngineConfig,
@@ -194,7 +199,12 @@ impl Engine {
             let Some(row) = logits.rows_of_seq(batch_index).next() else {
                 continue;
             };
-            let outcome = emit_next(seq, logits.row_mut(row), &self.tokenizer, &mut self.metrics);
+            let context = StepContext {
+                tokenizer: &self.tokenizer,
+                vocab: &self.vocab,
+                metrics: &mut self.metrics,
+            };
+            let outcome = emit_next(seq, logits.row_mut(row), context);
             let limit = self.model.config().max_context;
             match outcome {
                 Ok(Some(reason)) => done.push((seq.id, Ok(reason))),
@@ -219,8 +229,12 @@ impl Engine {
     }
 
     /// End a request normally: free its blocks (full ones stay cached) and send the completion.
-    fn finish(&mut self, mut seq: Active, reason: FinishReason) {
+    fn finish(&mut self, mut seq: Active, mut reason: FinishReason) {
         seq.kv.release(&mut self.pool);
+        let tool_output = self.tool_output(&seq);
+        if reason == FinishReason::Stop && tool_output.as_ref().is_some_and(|o| !o.parsed.calls.is_empty()) {
+            reason = FinishReason::ToolCalls;
+        }
         self.metrics.requests_finished += 1;
         let now = Instant::now();
         let since = |at: Option<Instant>| at.map(|t| t - seq.times.submitted).unwrap_or_default();
@@ -236,8 +250,39 @@ impl Engine {
                 time_to_first_token: since(seq.times.first_token),
                 total: now - seq.times.submitted,
             },
+            tool_output,
         };
         let _ = seq.events.send(Event::Finished(completion));
+    }
+
+    /// A constrained response's prefill and its text parsed into free text and calls.
+    fn tool_output(&self, seq: &Active) -> Option<ToolOutput> {
+        let matcher = seq.matcher.as_ref()?;
+        let mut generated = &seq.tokens[seq.prompt_len..];
+        if let Some((&last, rest)) = generated.split_last() {
+            if seq.is_stop_token(last, &self.tokenizer) {
+                generated = rest;
+            }
+        }
+        let text = match self.tokenizer.decode(generated) {
+            Ok(text) => format!("{}{text}", matcher.prefill()),
+            Err(error) => {
+                tracing::error!(%error, "decoding a constrained response");
+                return None;
+            }
+        };
+        // A response cut by max_tokens may end inside a call: parse what is complete.
+        let parsed = parse_response(&text).unwrap_or_else(|error| {
+            tracing::debug!(%error, "an unfinished call is left as text");
+            tessera_constrain::ParsedResponse {
+                content: text.clone(),
+                calls: Vec::new(),
+            }
+        });
+        Some(ToolOutput {
+            prefill: matcher.prefill().to_string(),
+            parsed,
+        })
     }
 
     /// End a request with an error, freeing its blocks.
@@ -259,15 +304,41 @@ impl Engine {
     }
 }
 
+/// What sampling a token needs besides the sequence.
+struct StepContext<'a> {
+    tokenizer: &'a Tokenizer,
+    vocab: &'a Vocabulary,
+    metrics: &'a mut EngineMetrics,
+}
+
+/// Draw the next token, through the tool-call mask when the request has one.
+fn draw(seq: &mut Active, logits: &mut [f32], vocab: &Vocabulary) -> Result<u32, EngineError> {
+    let Some(matcher) = seq.matcher.as_mut() else {
+        return Ok(seq.sampler.sample(logits, &seq.tokens)?);
+    };
+    let mask = matcher.compute_mask(vocab);
+    let token = seq
+        .sampler
+        .sample_allowed(logits, &seq.tokens, |t| mask.is_allowed(t))?;
+    matcher
+        .accept_token(vocab, token)
+        .map_err(|error| EngineError::Sampling(error.to_string()))?;
+    Ok(token)
+}
+
 /// Sample the next token from `logits`, append it and stream its text. Returns
 /// the finish reason when this token ends the request.
 fn emit_next(
     seq: &mut Active,
     logits: &mut [f32],
-    tokenizer: &Tokenizer,
-    metrics: &mut EngineMetrics,
+    context: StepContext<'_>,
 ) -> Result<Option<FinishReason>, EngineError> {
-    let token = seq.sampler.sample(logits, &seq.tokens)?;
+    let StepContext {
+        tokenizer,
+        vocab,
+        metrics,
+    } = context;
+    let token = draw(seq, logits, vocab)?;
     seq.tokens.push(token);
     let now = Instant::now();
     match seq.times.last_token {

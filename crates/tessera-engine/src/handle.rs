@@ -9,6 +9,7 @@ use crate::scheduler::Scheduler;
 use crate::{persist, Completion, EngineConfig, EngineError, EngineMetrics, Event, GenerateRequest};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
+use tessera_constrain::{ToolCallMatcher, Vocabulary};
 use tessera_kv::{BlockPool, SeqId};
 use tessera_model::{ChatTemplate, KvCache, LoadedModel, ModelConfig, Tokenizer};
 use tessera_sample::Sampler;
@@ -50,6 +51,7 @@ impl EngineHandle {
         if let (Some(dir), Some(fingerprint)) = (&config.kv_cache_dir, &config.model_fingerprint) {
             persist::restore(dir, fingerprint, &mut pool, &mut kv);
         }
+        let vocab = Arc::new(Vocabulary::new(&tokenizer.token_bytes(), tokenizer.stop_ids()));
         let tokenizer = Arc::new(tokenizer);
         let shared = Arc::new(Shared {
             queued: AtomicUsize::new(0),
@@ -63,6 +65,7 @@ impl EngineHandle {
         let engine = Engine {
             model,
             tokenizer,
+            vocab,
             pool,
             kv,
             scheduler: Scheduler::new(config.max_running, config.max_batch_tokens),
@@ -95,7 +98,8 @@ impl EngineHandle {
 
     /// Validate `request` and queue it. Events stream back on the returned
     /// stream; dropping it cancels the request and frees its blocks.
-    pub fn submit(&self, request: GenerateRequest) -> Result<EventStream, EngineError> {
+    pub fn submit(&self, mut request: GenerateRequest) -> Result<EventStream, EngineError> {
+        let matcher = self.constrain(&mut request)?;
         self.validate(&request)?;
         let sampler = Sampler::new(request.sampling.clone())?;
         let limit = self.shared.max_waiting;
@@ -106,12 +110,34 @@ impl EngineHandle {
         }
         let id = SeqId(self.shared.next_id.fetch_add(1, Ordering::Relaxed));
         let (events, receiver) = mpsc::unbounded_channel();
-        let active = Active::new(id, request, sampler, events);
+        let active = Active::new(id, request, sampler, matcher, events);
         if self.commands.send(Command::Submit(Box::new(active))).is_err() {
             self.shared.queued.fetch_sub(1, Ordering::AcqRel);
             return Err(EngineError::Stopped);
         }
         Ok(EventStream { id, events: receiver })
+    }
+
+    /// The request's tool-call matcher, with its prefill (if any) appended to the prompt.
+    fn constrain(&self, request: &mut GenerateRequest) -> Result<Option<ToolCallMatcher>, EngineError> {
+        let Some(constraint) = &request.tools else {
+            return Ok(None);
+        };
+        let matcher = ToolCallMatcher::new(constraint.tools.clone(), &constraint.choice).map_err(|error| {
+            EngineError::Invalid {
+                field: "tool_choice",
+                message: error.to_string(),
+            }
+        })?;
+        if !matcher.prefill().is_empty() {
+            let prefill = self
+                .shared
+                .tokenizer
+                .encode(matcher.prefill())
+                .map_err(|error| EngineError::Model(error.to_string()))?;
+            request.prompt.extend(prefill);
+        }
+        Ok(Some(matcher))
     }
 
     fn validate(&self, request: &GenerateRequest) -> Result<(), EngineError> {

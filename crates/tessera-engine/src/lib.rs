@@ -34,4 +34,4 @@ pub use config::EngineConfig;
 pub use error::EngineError;
 pub use handle::{EngineHandle, EventStream, Output, Pending};
 pub use metrics::{EngineMetrics, Histogram, LATENCY_BUCKETS_S};
-pub use request::{Completion, Event, FinishReason, GenerateRequest, Timings, Usage};
+pub use request::{Completion, Event, FinishReason, GenerateRequest, Timings, ToolConstraint, ToolOutput, Usage};

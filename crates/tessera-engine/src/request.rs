@@ -1,7 +1,18 @@
 //! What a caller submits and what streams back.
 
+use std::sync::Arc;
 use std::time::Duration;
+use tessera_constrain::{CompiledTools, ParsedResponse, ToolChoice};
 use tessera_sample::SamplingParams;
+
+/// Constrain a response to the tool-call format: which tools, and how they may be called.
+#[derive(Debug, Clone)]
+pub struct ToolConstraint {
+    /// The compiled tool set (compile once per set: `CompiledTools::compile`).
+    pub tools: Arc<CompiledTools>,
+    /// Mode, allowed names or families, parallel calls.
+    pub choice: ToolChoice,
+}
 
 /// A generation request over already-tokenized input.
 #[derive(Debug, Clone)]
@@ -16,6 +27,9 @@ pub struct GenerateRequest {
     pub stop_at_eos: bool,
     /// More token ids that end generation.
     pub stop_tokens: Vec<u32>,
+    /// Mask tokens so the response obeys the tool choice (end-of-turn tokens
+    /// then always end generation).
+    pub tools: Option<ToolConstraint>,
 }
 
 impl GenerateRequest {
@@ -27,6 +41,7 @@ impl GenerateRequest {
             max_tokens,
             stop_at_eos: true,
             stop_tokens: Vec::new(),
+            tools: None,
         }
     }
 }
@@ -38,6 +53,8 @@ pub enum FinishReason {
     Stop,
     /// `max_tokens` were generated, or the context or the KV pool is full.
     Length,
+    /// A constrained response ended after one or more tool calls.
+    ToolCalls,
 }
 
 /// Token accounting, OpenAI-style.
@@ -71,6 +88,18 @@ pub struct Completion {
     pub usage: Usage,
     /// Timings.
     pub timings: Timings,
+    /// For a constrained request: the prefilled start of the response (part of the
+    /// prompt) and the whole response split into free text and calls.
+    pub tool_output: Option<ToolOutput>,
+}
+
+/// What a constrained response said.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ToolOutput {
+    /// Text the engine appended to the prompt to start the response (required calls).
+    pub prefill: String,
+    /// The response (prefill included) as free text and typed calls.
+    pub parsed: ParsedResponse,
 }
 
 /// One item of a request's stream.

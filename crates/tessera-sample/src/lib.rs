@@ -38,6 +38,29 @@ impl Sampler {
         &self.params
     }
 
+    /// Pick the next token among those `allowed` (a constraint's mask): disallowed
+    /// logits become `-inf` before penalties, temperature and truncation. A mask
+    /// that leaves nothing drawable is an error, never a uniform draw.
+    pub fn sample_allowed(
+        &mut self,
+        logits: &mut [f32],
+        history: &[u32],
+        allowed: impl Fn(u32) -> bool,
+    ) -> Result<u32, SamplingError> {
+        let mut any = false;
+        for (token, logit) in logits.iter_mut().enumerate() {
+            if !allowed(token as u32) {
+                *logit = f32::NEG_INFINITY;
+            } else if logit.is_finite() {
+                any = true;
+            }
+        }
+        if !any {
+            return Err(SamplingError::EmptyMask);
+        }
+        self.sample(logits, history)
+    }
+
     /// Pick the next token from `logits` (modified in place by penalties),
     /// given the tokens produced so far (`history`, used by the repetition penalty).
     pub fn sample(&mut self, logits: &mut [f32], history: &[u32]) -> Result<u32, SamplingError> {

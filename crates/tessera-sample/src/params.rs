@@ -16,6 +16,9 @@ pub enum SamplingError {
     /// Every logit was masked (`-inf`) or not finite: nothing may be drawn.
     #[error("no token may be sampled: every logit is masked or not finite")]
     NothingToSample,
+    /// A constraint's mask allows no token with a finite logit.
+    #[error("the constraint allows no token here")]
+    EmptyMask,
 }
 
 /// How the next token is chosen. `temperature == 0` means greedy.

@@ -150,3 +150,24 @@ fn invalid_parameters_name_the_field() {
         }
     }
 }
+
+#[test]
+fn a_mask_applies_before_everything_and_empty_is_an_error() {
+    let mut hot = sampler(SamplingParams {
+        temperature: 2.0,
+        top_k: 2,
+        seed: 3,
+        ..Default::default()
+    });
+    // Top-k = 2 would keep tokens 0 and 1; the mask leaves only 2 and 3.
+    for _ in 0..500 {
+        let mut logits = [9.0, 8.0, 1.0, 0.5];
+        let token = hot.sample_allowed(&mut logits, &[], |t| t >= 2).unwrap();
+        assert!(token >= 2, "drew masked token {token}");
+    }
+    let mut logits = [1.0, 2.0];
+    assert_eq!(
+        hot.sample_allowed(&mut logits, &[], |_| false),
+        Err(SamplingError::EmptyMask)
+    );
+}

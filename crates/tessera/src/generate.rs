@@ -3,10 +3,12 @@
 //! (a system prompt, an earlier turn) warm across invocations.
 
 use crate::model_files::{fingerprint, load_model, ModelArgs};
+use crate::tool_args::{constraint, load_tools, parse_choice};
 use anyhow::{bail, Context, Result};
 use std::io::{IsTerminal, Read, Write};
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
+use tessera_constrain::tools_prompt;
 use tessera_engine::{EngineConfig, EngineHandle, Event, GenerateRequest};
 use tessera_model::{ChatMessage, LoadedModel};
 use tessera_sample::SamplingParams;
@@ -62,6 +64,18 @@ pub struct GenerateArgs {
     /// K/V pool size in tokens [default: prompt + --max-tokens; at least 8192 with --kv-cache-dir].
     #[arg(long, value_name = "TOKENS")]
     kv_cache_tokens: Option<usize>,
+    /// Tools the model may call: a JSON array of `{"type": "function", "function": {"name",
+    /// "description", "parameters"}}` (or the bare function objects). Implies --chat; the tools are
+    /// described in the system prompt and every call is valid by construction (token masking).
+    /// Prints the free text, then the calls as one JSON line `[{"name": …, "arguments": {…}}]`.
+    #[arg(long, value_name = "FILE.json")]
+    tools: Option<PathBuf>,
+    /// none | auto | required | NAME | PREFIX* (a family, e.g. browser_*) | a comma-separated list.
+    #[arg(long, value_name = "CHOICE", default_value = "auto", requires = "tools")]
+    tool_choice: String,
+    /// Allow several calls in one response.
+    #[arg(long, requires = "tools")]
+    parallel_tool_calls: bool,
 }
 
 /// Timing of one generation.
@@ -93,9 +107,19 @@ pub fn run(args: GenerateArgs) -> Result<()> {
     if args.prefill_chunk == 0 {
         bail!("--prefill-chunk must be at least 1");
     }
+    let tool_defs = args.tools.as_deref().map(load_tools).transpose()?;
+    let constraint = tool_defs
+        .as_deref()
+        .map(|tools| constraint(tools, parse_choice(&args.tool_choice, args.parallel_tool_calls)))
+        .transpose()?;
     let prompt_text = read_prompt(args.prompt.as_deref())?;
     let loaded = load_model(&args.model)?;
-    let text = render_prompt(&loaded, &prompt_text, args.chat, args.system.as_deref())?;
+    let system = match (&tool_defs, args.system.as_deref()) {
+        (Some(tools), Some(system)) => Some(format!("{system}\n\n{}", tools_prompt(tools))),
+        (Some(tools), None) => Some(tools_prompt(tools)),
+        (None, system) => system.map(str::to_string),
+    };
+    let text = render_prompt(&loaded, &prompt_text, args.chat, system.as_deref())?;
     let prompt = loaded.tokenizer.encode(&text)?;
     if prompt.is_empty() {
         bail!("the prompt is empty");
@@ -114,6 +138,7 @@ pub fn run(args: GenerateArgs) -> Result<()> {
         max_tokens: args.max_tokens,
         stop_at_eos: !args.ignore_eos,
         stop_tokens: Vec::new(),
+        tools: constraint,
     };
     let outcome = stream(&engine, request);
     // Saves the prefix cache when --kv-cache-dir is set.
@@ -148,6 +173,7 @@ fn engine_config(args: &GenerateArgs, prompt_tokens: usize, context: usize) -> R
 /// Submit, print the text as it streams, and time it.
 fn stream(engine: &EngineHandle, request: GenerateRequest) -> Result<Timing> {
     let prompt_tokens = request.prompt.len();
+    let echo = request.tools.is_none();
     let started = Instant::now();
     let mut events = engine.submit(request)?;
     let mut stdout = std::io::stdout().lock();
@@ -158,11 +184,17 @@ fn stream(engine: &EngineHandle, request: GenerateRequest) -> Result<Timing> {
                 let now = Instant::now();
                 first.get_or_insert(now);
                 last = Some(now);
-                stdout.write_all(text.as_bytes())?;
-                stdout.flush()?;
+                if echo {
+                    stdout.write_all(text.as_bytes())?;
+                    stdout.flush()?;
+                }
             }
             Some(Event::Finished(completion)) => {
-                writeln!(stdout)?;
+                if let Some(output) = &completion.tool_output {
+                    print_tool_output(&mut stdout, output)?;
+                } else {
+                    writeln!(stdout)?;
+                }
                 let first = first.unwrap_or_else(Instant::now);
                 let generated = completion.usage.completion_tokens;
                 return Ok(Timing {
@@ -178,6 +210,16 @@ fn stream(engine: &EngineHandle, request: GenerateRequest) -> Result<Timing> {
             None => bail!("the engine stopped before the answer ended"),
         }
     }
+}
+
+/// The free text (if any), then the calls as one JSON line.
+fn print_tool_output(out: &mut impl Write, output: &tessera_engine::ToolOutput) -> Result<()> {
+    if !output.parsed.content.is_empty() {
+        writeln!(out, "{}", output.parsed.content)?;
+    }
+    let calls: Vec<serde_json::Value> = output.parsed.calls.iter().map(|call| call.to_json()).collect();
+    writeln!(out, "{}", serde_json::Value::Array(calls))?;
+    Ok(())
 }
 
 fn read_prompt(given: Option<&str>) -> Result<String> {
@@ -198,6 +240,7 @@ fn read_prompt(given: Option<&str>) -> Result<String> {
 
 fn render_prompt(loaded: &LoadedModel, prompt: &str, chat: bool, system: Option<&str>) -> Result<String> {
     if !chat && system.is_none() {
+        // Plain completion (with --tools the system prompt makes it a chat).
         return Ok(prompt.to_string());
     }
     let mut messages = Vec::new();

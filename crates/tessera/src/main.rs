@@ -7,6 +7,7 @@
 mod bench;
 mod generate;
 mod model_files;
+mod tool_args;
 
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
