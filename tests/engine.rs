@@ -168,6 +168,38 @@ fn preemption_under_block_pressure_changes_nothing() {
 }
 
 #[test]
+fn requests_sharing_a_new_prefix_compute_it_once() {
+    // Six sessions open at once with the same new ~300-token context: the first
+    // computes it; the others wait for it and reuse it, instead of all computing it.
+    let engine = start(EngineConfig {
+        max_batch_tokens: 64,
+        ..EngineConfig::for_tokens(8192)
+    });
+    let shared = encode(&long_prompt());
+    let prompts: Vec<Vec<u32>> = (0..6)
+        .map(|i| [shared.clone(), encode(&chat_prompt(&format!("Question {i}: why?")))].concat())
+        .collect();
+    let streams: Vec<_> = prompts
+        .iter()
+        .map(|p| engine.submit(GenerateRequest::greedy(p.clone(), 4)).unwrap())
+        .collect();
+    for (i, (prompt, stream)) in prompts.iter().zip(streams).enumerate() {
+        let output = stream.wait().unwrap();
+        if i == 0 || i == prompts.len() - 1 {
+            assert_eq!(output.tokens, alone(prompt, 4), "session {i}");
+        }
+    }
+    let metrics = assert_baseline(&engine);
+    let total: usize = prompts.iter().map(Vec::len).sum();
+    assert!(metrics.deferrals > 0, "{metrics:?}");
+    assert!(
+        (metrics.prefill_tokens as usize) < shared.len() + total / 4,
+        "the shared context was recomputed: {} of {total} prompt tokens computed",
+        metrics.prefill_tokens
+    );
+}
+
+#[test]
 fn memory_per_cached_token_is_two_layers_heads_dims_floats() {
     // 1000 tokens round up to 63 blocks of 16.
     let engine = start(EngineConfig::for_tokens(1000));

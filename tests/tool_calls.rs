@@ -359,7 +359,7 @@ fn every_mode_and_temperature_gives_valid_calls() {
     }
     let metrics = engine.metrics().wait().unwrap();
     eprintln!(
-        "{total} responses, {calls} complete calls; {cut} of {required} required calls cut by max_tokens \
+        "{total} responses, {calls} complete calls; {cut} of {required} required calls cut by max_tokens\
          ; prefix-cache hit rate {:.3}",
         metrics.hit_rate()
     );

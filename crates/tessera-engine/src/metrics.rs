@@ -85,6 +85,8 @@ pub struct EngineMetrics {
     pub requests_failed: u64,
     /// Times a running sequence was preempted for lack of blocks.
     pub preemptions: u64,
+    /// Times an admission waited for a running sequence to prefill a shared prefix.
+    pub deferrals: u64,
     /// Prompt tokens run through the model (cache misses and recomputation).
     pub prefill_tokens: u64,
     /// Tokens generated.

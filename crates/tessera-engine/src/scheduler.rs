@@ -12,6 +12,9 @@ use std::time::Instant;
 use tessera_kv::{BlockPool, SeqId};
 use tessera_model::{KvCache, Model, Runtime, Sequence};
 
+/// Waiting requests examined (and deferred) per step at most, bounding admission cost.
+const MAX_DEFERRED_PER_STEP: usize = 64;
+
 /// Tokens of one sequence to run in this step's forward.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Chunk {
@@ -96,11 +99,16 @@ impl Scheduler {
     }
 
     /// Admit waiting requests, oldest first, while a slot is free and the pool
-    /// has room for their first chunk (always when nothing runs). Returns how
-    /// many were admitted for the first time.
+    /// has room for their first chunk (always when nothing runs). A request
+    /// whose prompt shares at least a block more than its cache hit with a
+    /// running sequence's unfinished prefill waits for that prefill, then
+    /// reuses it (SGLang's in-batch prefix sharing): N sessions that open with
+    /// the same new system prompt compute it once. Returns how many were
+    /// admitted for the first time.
     pub fn admit(&mut self, res: &mut Resources<'_>) -> usize {
         let mut first_time = 0;
-        while self.running.len() < self.max_running {
+        let mut deferred = Vec::new();
+        while self.running.len() < self.max_running && deferred.len() < MAX_DEFERRED_PER_STEP {
             let Some(mut seq) = self.waiting.pop_front() else {
                 break;
             };
@@ -113,6 +121,12 @@ impl Scheduler {
                 &seq.tokens,
             );
             seq.kv = kv;
+            if self.leader_computing(&seq, cached, res.pool.block_size()) {
+                seq.kv.release(res.pool);
+                res.metrics.deferrals += 1;
+                deferred.push(seq);
+                continue;
+            }
             let first_chunk = seq.pending().min(self.max_batch_tokens);
             if seq.kv.room(res.pool) < first_chunk && !self.running.is_empty() {
                 seq.kv.release(res.pool);
@@ -128,7 +142,23 @@ impl Scheduler {
             }
             self.running.push(seq);
         }
+        for seq in deferred.into_iter().rev() {
+            self.waiting.push_front(seq);
+        }
         first_time
+    }
+
+    /// Whether a running sequence is still prefilling tokens `seq` shares with
+    /// it, at least a block beyond what `seq` found cached.
+    fn leader_computing(&self, seq: &Active, cached: usize, block_size: usize) -> bool {
+        self.running.iter().any(|leader| {
+            let prompt = &leader.tokens[..leader.prompt_len];
+            if leader.kv.len() >= prompt.len() {
+                return false; // its prompt is done: what it shares is already indexed
+            }
+            let shared = prompt.iter().zip(&seq.tokens).take_while(|(a, b)| a == b).count();
+            shared >= cached + block_size && leader.kv.len() < shared
+        })
     }
 
     /// Plan this step: one token for each decoding sequence, then prefill chunks,
