@@ -96,12 +96,14 @@ pub(crate) struct CallMachine<'a> {
     pub stacks: &'a mut Stacks,
 }
 
-impl CallMachine<'_> {
-    /// Whether the response may end (an end-of-turn token may follow) in `state`.
-    pub fn accepting(&self, state: &CallState) -> bool {
-        matches!(state.phase, Phase::Text { .. } | Phase::AfterCall)
+impl CallState {
+    /// Whether the response may end here (an end-of-turn token may follow).
+    pub fn accepting(&self) -> bool {
+        matches!(self.phase, Phase::Text { .. } | Phase::AfterCall)
     }
+}
 
+impl CallMachine<'_> {
     /// The state after `byte`, or `None` when no valid response continues that way.
     pub fn step(&mut self, state: CallState, byte: u8) -> Option<CallState> {
         let with = |phase| Some(CallState { phase, ..state });

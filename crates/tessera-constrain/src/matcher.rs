@@ -163,9 +163,8 @@ impl ToolCallMatcher {
     }
 
     /// Whether the response may end here.
-    pub fn is_accepting(&mut self) -> bool {
-        let state = self.state;
-        self.machine().accepting(&state)
+    pub fn is_accepting(&self) -> bool {
+        self.state.accepting()
     }
 
     /// Whether an end-of-turn token was accepted.
@@ -198,14 +197,23 @@ impl ToolCallMatcher {
 
     /// Whether `token` may come next (the slow way: its bytes one by one; for tests).
     pub fn allows_token(&mut self, vocab: &Vocabulary, token: u32) -> bool {
+        self.after_token(vocab, token).is_some()
+    }
+
+    /// Where `token` leads: `Some(None)` = an end-of-turn token ends the response,
+    /// `Some(Some(state))` = the state after its bytes, `None` = not allowed.
+    fn after_token(&mut self, vocab: &Vocabulary, token: u32) -> Option<Option<CallState>> {
         if self.finished || token as usize >= vocab.len() {
-            return false;
+            return None;
         }
         if vocab.is_stop(token) {
-            return self.is_accepting();
+            return self.is_accepting().then_some(None);
         }
         let bytes = vocab.token_bytes(token);
-        !bytes.is_empty() && self.try_bytes(bytes).is_some()
+        if bytes.is_empty() {
+            return None;
+        }
+        self.try_bytes(bytes).map(Some)
     }
 
     /// The tokens allowed next (nothing once finished); cached by state.
@@ -254,15 +262,10 @@ impl ToolCallMatcher {
 
     /// Advance by a sampled token; an error if the mask would not have allowed it.
     pub fn accept_token(&mut self, vocab: &Vocabulary, token: u32) -> Result<(), RejectedToken> {
-        if !self.allows_token(vocab, token) {
-            return Err(RejectedToken(token));
+        match self.after_token(vocab, token).ok_or(RejectedToken(token))? {
+            None => self.finished = true,
+            Some(state) => self.state = state,
         }
-        if vocab.is_stop(token) {
-            self.finished = true;
-            return Ok(());
-        }
-        let bytes = vocab.token_bytes(token).to_vec();
-        self.state = self.try_bytes(&bytes).ok_or(RejectedToken(token))?;
         Ok(())
     }
 }

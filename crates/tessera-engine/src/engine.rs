@@ -34,8 +34,9 @@ pub(crate) enum Command {
 pub(crate) struct Engine {
     pub model: Model,
     pub tokenizer: Arc<Tokenizer>,
-    /// The vocabulary trie constrained requests are masked with.
-    pub vocab: Arc<Vocabulary>,
+    /// The vocabulary trie constrained requests are masked with, built by the
+    /// first one (~70 ms here), so engines that never constrain never pay for it.
+    pub vocab: std::cell::OnceCell<Vocabulary>,
     pub pool: BlockPool,
     pub kv: KvCache,
     pub config: EngineConfig,
@@ -307,15 +308,19 @@ impl Engine {
 /// What sampling a token needs besides the sequence.
 struct StepContext<'a> {
     tokenizer: &'a Tokenizer,
-    vocab: &'a Vocabulary,
+    vocab: &'a std::cell::OnceCell<Vocabulary>,
     metrics: &'a mut EngineMetrics,
 }
 
 /// Draw the next token, through the tool-call mask when the request has one.
-fn draw(seq: &mut Active, logits: &mut [f32], vocab: &Vocabulary) -> Result<u32, EngineError> {
+fn draw(seq: &mut Active, logits: &mut [f32], context: &StepContext<'_>) -> Result<u32, EngineError> {
     let Some(matcher) = seq.matcher.as_mut() else {
         return Ok(seq.sampler.sample(logits, &seq.tokens)?);
     };
+    let tokenizer = context.tokenizer;
+    let vocab = context
+        .vocab
+        .get_or_init(|| Vocabulary::new(&tokenizer.token_bytes(), tokenizer.stop_ids()));
     let mask = matcher.compute_mask(vocab);
     let token = seq
         .sampler
@@ -333,12 +338,8 @@ fn emit_next(
     logits: &mut [f32],
     context: StepContext<'_>,
 ) -> Result<Option<FinishReason>, EngineError> {
-    let StepContext {
-        tokenizer,
-        vocab,
-        metrics,
-    } = context;
-    let token = draw(seq, logits, vocab)?;
+    let token = draw(seq, logits, &context)?;
+    let StepContext { tokenizer, metrics, .. } = context;
     seq.tokens.push(token);
     let now = Instant::now();
     match seq.times.last_token {

@@ -9,7 +9,7 @@ use crate::scheduler::Scheduler;
 use crate::{persist, Completion, EngineConfig, EngineError, EngineMetrics, Event, GenerateRequest};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
-use tessera_constrain::{ToolCallMatcher, Vocabulary};
+use tessera_constrain::ToolCallMatcher;
 use tessera_kv::{BlockPool, SeqId};
 use tessera_model::{ChatTemplate, KvCache, LoadedModel, ModelConfig, Tokenizer};
 use tessera_sample::Sampler;
@@ -51,7 +51,6 @@ impl EngineHandle {
         if let (Some(dir), Some(fingerprint)) = (&config.kv_cache_dir, &config.model_fingerprint) {
             persist::restore(dir, fingerprint, &mut pool, &mut kv);
         }
-        let vocab = Arc::new(Vocabulary::new(&tokenizer.token_bytes(), tokenizer.stop_ids()));
         let tokenizer = Arc::new(tokenizer);
         let shared = Arc::new(Shared {
             queued: AtomicUsize::new(0),
@@ -65,7 +64,7 @@ impl EngineHandle {
         let engine = Engine {
             model,
             tokenizer,
-            vocab,
+            vocab: std::cell::OnceCell::new(),
             pool,
             kv,
             scheduler: Scheduler::new(config.max_running, config.max_batch_tokens),

@@ -92,24 +92,24 @@ impl Runner {
     }
 
     fn request(&mut self, workload: &str, label: String, prompt: &[u32]) -> Result<Sample> {
-        let cold = std::mem::take(&mut self.cleared);
-        let sample = self.measure(prompt)?;
-        self.log.push(json!({
-            "workload": workload, "label": label, "cold": cold, "tokens": prompt, "timed": true,
-            "tessera_ttft_ms": sample.ttft_ms, "tessera_cached_tokens": sample.cached_tokens,
-        }));
-        Ok(sample)
+        self.logged(workload, label, prompt, true)
     }
 
     /// Put an assistant reply into the cache as decoding it would (untimed; logged
     /// so a replay on another engine does the same).
     fn absorb_reply(&mut self, workload: &str, label: String, tokens: &[u32]) -> Result<()> {
-        let sample = self.measure(tokens)?;
+        self.logged(workload, label, tokens, false).map(|_| ())
+    }
+
+    fn logged(&mut self, workload: &str, label: String, prompt: &[u32], timed: bool) -> Result<Sample> {
+        // An untimed request leaves the "cache was cleared" mark for the next timed one.
+        let cold = timed && std::mem::take(&mut self.cleared);
+        let sample = self.measure(prompt)?;
         self.log.push(json!({
-            "workload": workload, "label": label, "cold": false, "tokens": tokens, "timed": false,
+            "workload": workload, "label": label, "cold": cold, "tokens": prompt, "timed": timed,
             "tessera_ttft_ms": sample.ttft_ms, "tessera_cached_tokens": sample.cached_tokens,
         }));
-        Ok(())
+        Ok(sample)
     }
 
     /// Submit `prompt` for one token; TTFT = submission until the token event arrives.
