@@ -9,7 +9,9 @@ mod common;
 use criterion::{criterion_group, criterion_main, Criterion};
 use serde_json::json;
 use std::sync::Arc;
-use tessera_constrain::{CallMode, CompiledTools, ToolCallMatcher, ToolChoice, ToolDef, Vocabulary};
+use tessera_constrain::{
+    CallFormat, CallMode, CompiledTools, Envelope, ToolCallMatcher, ToolChoice, ToolDef, Vocabulary,
+};
 
 fn vocabulary() -> Vocabulary {
     let path = common::model_path();
@@ -24,7 +26,7 @@ fn tools() -> Arc<CompiledTools> {
         "path": {"type": "string"}, "offset": {"type": "integer"}, "tags": {"type": "array", "items": {"type": "string"}},
         "env": {"type": "object", "additionalProperties": {"type": "string"}}
     }, "required": ["path"], "additionalProperties": false});
-    let tools: Vec<ToolDef> = ["file_read", "file_write", "browser_open", "shell_run"]
+    let mut tools: Vec<ToolDef> = ["file_read", "file_write", "browser_open", "shell_run"]
         .iter()
         .map(|name| ToolDef {
             name: name.to_string(),
@@ -32,6 +34,11 @@ fn tools() -> Arc<CompiledTools> {
             parameters: schema.clone(),
         })
         .collect();
+    tools.push(ToolDef {
+        name: "web_find".into(),
+        description: String::new(),
+        parameters: json!({"type": "object", "properties": {"query": {"type": "string"}, "limit": {"type": "integer"}}}),
+    });
     Arc::new(CompiledTools::compile(&tools).expect("compiling tools"))
 }
 
@@ -55,15 +62,20 @@ fn masks(c: &mut Criterion) {
             "inside a number",
             "<tool_call>\n{\"name\": \"file_read\", \"arguments\": {\"path\": \"a\", \"offset\": 12",
         ),
-        // The slow case: a free-form key (additionalProperties) allows almost any token and walks the whole trie.
+        // Free-form keys (additionalProperties) allow almost any token: plain ones are taken wholesale.
         (
             "inside a free-form key",
             "<tool_call>\n{\"name\": \"file_read\", \"arguments\": {\"path\": \"a\", \"env\": {\"PA",
         ),
+        (
+            "inside a declared key of an open object",
+            "<tool_call>\n{\"name\": \"web_find\", \"arguments\": {\"que",
+        ),
     ];
     let mut group = c.benchmark_group("mask");
     for (label, text) in states {
-        let mut matcher = ToolCallMatcher::new(tools.clone(), &auto).expect("matcher");
+        let mut matcher =
+            ToolCallMatcher::new(tools.clone(), &auto, &Envelope::new(CallFormat::Hermes)).expect("matcher");
         assert!(matcher.advance_text(text), "{label}: the prefix is valid");
         group.bench_function(format!("{label} (trie walk)"), |b| {
             b.iter(|| matcher.compute_mask_uncached(&vocab))

@@ -8,7 +8,7 @@ mod common;
 use criterion::{criterion_group, criterion_main, Criterion};
 use serde_json::json;
 use std::sync::Arc;
-use tessera_constrain::{tools_prompt, CallMode, CompiledTools, ToolChoice, ToolDef};
+use tessera_constrain::{tools_prompt, CallFormat, CallMode, CompiledTools, ToolChoice, ToolDef};
 use tessera_engine::{EngineConfig, EngineHandle, GenerateRequest, ToolConstraint};
 use tessera_model::{ChatMessage, LoadOptions, LoadedModel, ModelLocation};
 
@@ -23,7 +23,7 @@ fn decode(c: &mut Criterion) {
         parameters: json!({"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}),
     }];
     let messages = [
-        ChatMessage::new("system", tools_prompt(&tools)),
+        ChatMessage::new("system", tools_prompt(&tools, CallFormat::Hermes)),
         ChatMessage::new("user", "Write a long story about a lighthouse keeper and the weather."),
     ];
     let text = loaded.template.render(&messages, true).expect("template");

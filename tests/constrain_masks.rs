@@ -6,7 +6,9 @@ mod common;
 
 use serde_json::json;
 use std::sync::Arc;
-use tessera_constrain::{CallMode, CompiledTools, TokenMask, ToolCallMatcher, ToolChoice, ToolDef, Vocabulary};
+use tessera_constrain::{
+    CallFormat, CallMode, CompiledTools, Envelope, TokenMask, ToolCallMatcher, ToolChoice, ToolDef, Vocabulary,
+};
 
 fn vocabulary() -> Vocabulary {
     let tokenizer = &common::model().tokenizer;
@@ -55,12 +57,21 @@ fn next(state: &mut u64) -> u64 {
     *state
 }
 
+fn hermes() -> Envelope {
+    Envelope::new(CallFormat::Hermes)
+}
+
+/// [`walk_in`] the Hermes envelope (SmolLM2's).
+fn walk(choice: ToolChoice, text: &str, seed: u64) -> usize {
+    walk_in(&hermes(), choice, text, seed)
+}
+
 /// Follow `text` token by token (its own tokenization), checking the mask in every
 /// state; every fifth step, check a random allowed detour's next state too.
-fn walk(choice: ToolChoice, text: &str, seed: u64) -> usize {
+fn walk_in(envelope: &Envelope, choice: ToolChoice, text: &str, seed: u64) -> usize {
     let vocab = vocabulary();
     let tokenizer = &common::model().tokenizer;
-    let mut matcher = ToolCallMatcher::new(tools(), &choice).unwrap();
+    let mut matcher = ToolCallMatcher::new(tools(), &choice, envelope).unwrap();
     let body = text
         .strip_prefix(matcher.prefill())
         .expect("the text starts with the prefill");
@@ -84,7 +95,7 @@ fn walk(choice: ToolChoice, text: &str, seed: u64) -> usize {
             let allowed = mask.to_vec();
             let detour = allowed[(next(&mut rng) % allowed.len() as u64) as usize];
             // Re-derive the same state, then take the detour and check its mask.
-            let mut side = ToolCallMatcher::new(tools(), &choice).unwrap();
+            let mut side = ToolCallMatcher::new(tools(), &choice, envelope).unwrap();
             for &t in &tokens[..step] {
                 side.accept_token(&vocab, t).unwrap();
             }
@@ -126,11 +137,29 @@ fn required_and_family_masks_are_exact() {
 }
 
 #[test]
+fn template_defined_envelopes_have_exact_masks() {
+    let mistral = Envelope::new(CallFormat::Mistral);
+    let text = "Checking.[TOOL_CALLS][{\"name\": \"browser_find\", \"arguments\": {\"limit\": 3, \"query\": \"a\\nb\"}}, {\"name\": \"shell_run\", \"arguments\": {\"command\": \"ls\"}}]";
+    walk_in(&mistral, choice(CallMode::Auto, None, true), text, 5);
+    let required = "[TOOL_CALLS][{\"name\": \"browser_open\", \"arguments\": {\"url\": \"x\"}}]";
+    walk_in(
+        &mistral,
+        choice(CallMode::Required, Some(&["browser_*"]), false),
+        required,
+        6,
+    );
+    let llama = Envelope::new(CallFormat::Llama3Json);
+    let text = "{\"name\": \"file_write\", \"parameters\": {\"mode\": \"create\", \"path\": \"a.txt\"}}";
+    walk_in(&llama, choice(CallMode::Auto, None, false), text, 7);
+    walk_in(&llama, choice(CallMode::Required, None, false), text, 8);
+}
+
+#[test]
 fn none_mode_masks_are_exact_and_never_complete_the_opener() {
     let text = "I cannot call tools here, not even <tool_call or <tool_ ones.";
     walk(choice(CallMode::None, None, false), text, 4);
     let vocab = vocabulary();
-    let mut matcher = ToolCallMatcher::new(tools(), &choice(CallMode::None, None, false)).unwrap();
+    let mut matcher = ToolCallMatcher::new(tools(), &choice(CallMode::None, None, false), &hermes()).unwrap();
     assert!(matcher.advance_text("<tool_call"));
     let mask = matcher.compute_mask(&vocab);
     let tokenizer = &common::model().tokenizer;
@@ -141,7 +170,7 @@ fn none_mode_masks_are_exact_and_never_complete_the_opener() {
 #[test]
 fn a_flipped_bit_is_caught() {
     let vocab = vocabulary();
-    let mut matcher = ToolCallMatcher::new(tools(), &choice(CallMode::Required, None, false)).unwrap();
+    let mut matcher = ToolCallMatcher::new(tools(), &choice(CallMode::Required, None, false), &hermes()).unwrap();
     let mask = matcher.compute_mask(&vocab);
     let allowed = mask.to_vec();
     assert!(!allowed.is_empty());

@@ -8,10 +8,13 @@ mod common;
 
 use serde_json::{json, Value};
 use std::sync::Arc;
-use tessera_constrain::{parse_response, tools_prompt, CallMode, CompiledTools, ToolChoice, ToolDef};
+use tessera_constrain::{parse_response, tools_prompt, CallFormat, CallMode, CompiledTools, ToolChoice, ToolDef};
 use tessera_engine::{EngineConfig, EngineHandle, FinishReason, GenerateRequest, Output, ToolConstraint};
 use tessera_model::{ChatMessage, LoadOptions};
 use tessera_sample::SamplingParams;
+
+/// SmolLM2's template has no tool form of its own: calls use the Hermes envelope.
+const OPENER: &str = "<tool_call>";
 
 fn def(name: &str, description: &str, parameters: Value) -> ToolDef {
     ToolDef {
@@ -240,18 +243,18 @@ fn check(case: &Case, tools: &[ToolDef], validators: &[jsonschema::Validator]) -
     let tool_output = case.output.completion.tool_output.as_ref().ok_or("no tool output")?;
     let full = format!("{}{}", tool_output.prefill, case.output.text);
     let length_cut = case.output.completion.reason == FinishReason::Length;
-    let parsed = match parse_response(&full) {
+    let parsed = match parse_response(&full, CallFormat::Hermes) {
         Ok(parsed) => parsed,
         // Only a response cut by max_tokens may end inside a call; what precedes it must parse.
         Err(_) if length_cut => {
-            let complete = &full[..full.rfind(tessera_constrain::OPENER).unwrap_or(full.len())];
-            parse_response(complete).map_err(|e| format!("before the cut: {e}"))?
+            let complete = &full[..full.rfind(OPENER).unwrap_or(full.len())];
+            parse_response(complete, CallFormat::Hermes).map_err(|e| format!("before the cut: {e}"))?
         }
         Err(error) => return Err(format!("does not parse: {error}")),
     };
     match case.choice.mode {
-        CallMode::None if full.contains(tessera_constrain::OPENER) => return Err("none mode wrote the opener".into()),
-        CallMode::Required if !full.starts_with(tessera_constrain::OPENER) => {
+        CallMode::None if full.contains(OPENER) => return Err("none mode wrote the opener".into()),
+        CallMode::Required if !full.starts_with(OPENER) => {
             return Err("a required call does not start the response".into())
         }
         CallMode::Required if parsed.calls.is_empty() && !length_cut => return Err("no call".into()),
@@ -290,7 +293,7 @@ fn every_mode_and_temperature_gives_valid_calls() {
         .collect();
     let compiled = Arc::new(CompiledTools::compile(&tools).unwrap());
     let loaded = common::load(&LoadOptions::default());
-    let system = tools_prompt(&tools);
+    let system = tools_prompt(&tools, CallFormat::Hermes);
     let prompt_of = |user: &str| {
         let messages = [ChatMessage::new("system", &system), ChatMessage::new("user", user)];
         let text = loaded.template.render(&messages, true).unwrap();
@@ -311,6 +314,11 @@ fn every_mode_and_temperature_gives_valid_calls() {
         },
     )
     .unwrap();
+    assert_eq!(
+        engine.call_format(),
+        CallFormat::Hermes,
+        "SmolLM2's template has no tool form"
+    );
     let mut pending = Vec::new();
     for (i, prompt) in prompts.iter().enumerate() {
         for temperature in [0.0, 0.8] {
@@ -358,11 +366,17 @@ fn every_mode_and_temperature_gives_valid_calls() {
         }
     }
     let metrics = engine.metrics().wait().unwrap();
+    let mask = &metrics.mask_time;
     eprintln!(
         "{total} responses, {calls} complete calls; {cut} of {required} required calls cut by max_tokens\
-         ; prefix-cache hit rate {:.3}",
-        metrics.hit_rate()
+         ; prefix-cache hit rate {:.3}; {} masks, mean {:.1} µs, p50 <= {:?} s, p99 <= {:?} s",
+        metrics.hit_rate(),
+        mask.count,
+        mask.mean_s() * 1e6,
+        mask.quantile_bound_s(0.5),
+        mask.quantile_bound_s(0.99),
     );
+    assert!(mask.count as usize >= total, "every constrained step computes a mask");
     assert!(
         failures.is_empty(),
         "{} of {total} failed:\n{}",

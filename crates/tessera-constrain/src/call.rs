@@ -1,23 +1,14 @@
-//! The tool-call automaton: free text (modes `none`/`auto`), the Hermes
-//! envelope `<tool_call>\n{"name": "…", "arguments": {…}}\n</tool_call>`, the
-//! name restricted to the allowed set by a trie, the arguments by the tool's
-//! schema, then end of turn or (parallel calls) another call. Byte-level, so a
-//! token may straddle the opener, the name, the literal and the arguments.
+//! The tool-call automaton: free text (modes `none`/`auto`), the model's call
+//! envelope ([`Envelope`]: Hermes `<tool_call>\n{"name": "…", "arguments": {…}}\n</tool_call>`
+//! unless the template has its own form), the name restricted to the allowed
+//! set by a trie, the arguments by the tool's schema, then end of turn or
+//! (parallel calls) another call. Byte-level, so a token may straddle the
+//! opener, the name, the literal and the arguments.
 
+use crate::format::Envelope;
 use crate::json::{JsonMachine, JsonState, Stacks};
 use crate::literal::LitNode;
 use crate::tools::{AllowedNames, CompiledTools};
-
-/// Opens a call.
-pub const OPENER: &str = "<tool_call>";
-/// Between the opener and the name.
-pub const NAME_INTRO: &str = "\n{\"name\": \"";
-/// After the name's closing quote, before the arguments.
-const ARGS_INTRO: &[u8] = b", \"arguments\": ";
-/// After the arguments.
-pub const CLOSER: &str = "}\n</tool_call>";
-/// Between parallel calls.
-const NEXT: &[u8] = b"\n<tool_call>";
 
 /// Whether and how a response may call tools.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -46,17 +37,19 @@ pub struct ToolChoice {
 pub(crate) enum Piece {
     NameIntro,
     ArgsIntro,
-    Closer,
-    Next,
+    CallEnd,
+    Separator,
+    SectionEnd,
 }
 
 impl Piece {
-    fn bytes(self) -> &'static [u8] {
+    fn bytes(self, envelope: &Envelope) -> &[u8] {
         match self {
-            Piece::NameIntro => NAME_INTRO.as_bytes(),
-            Piece::ArgsIntro => ARGS_INTRO,
-            Piece::Closer => CLOSER.as_bytes(),
-            Piece::Next => NEXT,
+            Piece::NameIntro => &envelope.name_intro,
+            Piece::ArgsIntro => &envelope.args_intro,
+            Piece::CallEnd => &envelope.call_end,
+            Piece::Separator => envelope.separator.as_deref().unwrap_or_default(),
+            Piece::SectionEnd => &envelope.section_end,
         }
     }
 }
@@ -76,7 +69,10 @@ pub(crate) enum Phase {
         at: LitNode,
     },
     Args,
+    /// A call is complete: another may follow, or the section ends.
     AfterCall,
+    /// The call section is closed.
+    Done,
 }
 
 /// A whole state: the phase, the tool being called and its arguments' state.
@@ -89,6 +85,7 @@ pub(crate) struct CallState {
 
 /// The automaton for one tool set and choice, with its interned stacks.
 pub(crate) struct CallMachine<'a> {
+    pub envelope: &'a Envelope,
     pub tools: &'a CompiledTools,
     pub allowed: &'a AllowedNames,
     pub mode: CallMode,
@@ -98,77 +95,98 @@ pub(crate) struct CallMachine<'a> {
 
 impl CallState {
     /// Whether the response may end here (an end-of-turn token may follow).
-    pub fn accepting(&self) -> bool {
-        matches!(self.phase, Phase::Text { .. } | Phase::AfterCall)
+    pub fn accepting(&self, envelope: &Envelope) -> bool {
+        match self.phase {
+            Phase::Text { .. } | Phase::Done => true,
+            Phase::AfterCall => envelope.section_end.is_empty(),
+            _ => false,
+        }
     }
 }
 
 impl CallMachine<'_> {
+    /// The arguments' automaton.
+    pub fn json(&mut self) -> JsonMachine<'_> {
+        JsonMachine {
+            arena: &self.tools.arena,
+            stacks: self.stacks,
+        }
+    }
+
     /// The state after `byte`, or `None` when no valid response continues that way.
     pub fn step(&mut self, state: CallState, byte: u8) -> Option<CallState> {
         let with = |phase| Some(CallState { phase, ..state });
         match state.phase {
-            Phase::Text { matched } => {
-                let opener = OPENER.as_bytes();
-                let next = if byte == opener[matched as usize] {
-                    matched + 1
-                } else {
-                    u8::from(byte == opener[0])
-                };
-                if byte == crate::SPECIAL_TOKEN_MARKER {
-                    return None;
-                }
-                if next as usize == opener.len() {
-                    return match self.mode {
-                        CallMode::Auto => with(Phase::Fixed {
-                            piece: Piece::NameIntro,
-                            at: 0,
-                        }),
-                        CallMode::None | CallMode::Required => None,
-                    };
-                }
-                with(Phase::Text { matched: next })
-            }
+            Phase::Text { matched } => self.text_byte(matched, byte).map(|phase| CallState { phase, ..state }),
             Phase::Fixed { piece, at } => {
-                let bytes = piece.bytes();
+                let bytes = piece.bytes(self.envelope);
                 if bytes[at as usize] != byte {
                     return None;
                 }
                 if at as usize + 1 < bytes.len() {
                     return with(Phase::Fixed { piece, at: at + 1 });
                 }
-                with(match piece {
-                    Piece::NameIntro => Phase::Name { at: 0 },
-                    Piece::ArgsIntro => Phase::Args,
-                    Piece::Closer => Phase::AfterCall,
-                    Piece::Next => Phase::Fixed {
-                        piece: Piece::NameIntro,
-                        at: 0,
-                    },
-                })
+                with(self.after_piece(piece))
             }
             Phase::Name { at } => self.name_byte(state, at, byte),
             Phase::Args => {
-                let mut machine = JsonMachine {
-                    arena: &self.tools.arena,
-                    stacks: self.stacks,
-                };
-                let json = machine.step(state.json, byte)?;
+                let json = self.json().step(state.json, byte)?;
                 let phase = if json.is_done() {
-                    Phase::Fixed {
-                        piece: Piece::Closer,
-                        at: 0,
-                    }
+                    self.enter(Piece::CallEnd)
                 } else {
                     Phase::Args
                 };
                 Some(CallState { phase, json, ..state })
             }
-            Phase::AfterCall if self.parallel && byte == NEXT[0] => with(Phase::Fixed {
-                piece: Piece::Next,
-                at: 1,
-            }),
-            Phase::AfterCall => None,
+            Phase::AfterCall => {
+                let separator = self.envelope.separator.as_deref().filter(|_| self.parallel);
+                let piece = if separator.is_some_and(|s| s[0] == byte) {
+                    Piece::Separator
+                } else if self.envelope.section_end.first() == Some(&byte) {
+                    Piece::SectionEnd
+                } else {
+                    return None;
+                };
+                with(match piece.bytes(self.envelope).len() {
+                    1 => self.after_piece(piece),
+                    _ => Phase::Fixed { piece, at: 1 },
+                })
+            }
+            Phase::Done => None,
+        }
+    }
+
+    /// Free text: special tokens never appear (unless the opener is one), the opener starts a call.
+    fn text_byte(&self, matched: u8, byte: u8) -> Option<Phase> {
+        let next = self.envelope.opener_progress(matched as usize, byte);
+        if byte == crate::SPECIAL_TOKEN_MARKER && next == 0 {
+            return None;
+        }
+        if next < self.envelope.opener.len() {
+            return Some(Phase::Text { matched: next as u8 });
+        }
+        match self.mode {
+            CallMode::Auto => Some(self.enter(Piece::NameIntro)),
+            CallMode::None | CallMode::Required => None,
+        }
+    }
+
+    /// The phase at the start of `piece` (its successor's when it is empty).
+    fn enter(&self, piece: Piece) -> Phase {
+        if piece.bytes(self.envelope).is_empty() {
+            self.after_piece(piece)
+        } else {
+            Phase::Fixed { piece, at: 0 }
+        }
+    }
+
+    /// The phase once `piece` is complete.
+    fn after_piece(&self, piece: Piece) -> Phase {
+        match piece {
+            Piece::NameIntro | Piece::Separator => Phase::Name { at: 0 },
+            Piece::ArgsIntro => Phase::Args,
+            Piece::CallEnd => Phase::AfterCall,
+            Piece::SectionEnd => Phase::Done,
         }
     }
 
@@ -178,10 +196,7 @@ impl CallMachine<'_> {
             let index = names.terminal(at)?;
             let tool = self.allowed.tools[index as usize];
             return Some(CallState {
-                phase: Phase::Fixed {
-                    piece: Piece::ArgsIntro,
-                    at: 0,
-                },
+                phase: self.enter(Piece::ArgsIntro),
                 tool: tool as u32,
                 json: JsonState::start(self.tools.roots[tool]),
             });

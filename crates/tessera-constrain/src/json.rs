@@ -193,6 +193,22 @@ pub(crate) struct JsonMachine<'a> {
 }
 
 impl JsonMachine<'_> {
+    /// Whether every byte but `"`, `\\` and control bytes leaves `state` as it is
+    /// or keeps it valid: inside a free string value, past any escape, or inside a
+    /// key of an object that takes undeclared keys (a key leaving the declared
+    /// names is still a valid key there).
+    pub fn in_plain_string(&self, state: JsonState) -> bool {
+        match state.lex {
+            Lex::KeyStr {
+                at: Some(_),
+                esc: Esc::None,
+            } => self
+                .object(self.stacks.top(state.stack))
+                .is_some_and(|shape| shape.additional.is_some()),
+            _ => state.in_plain_string(),
+        }
+    }
+
     fn object(&self, frame: Frame) -> Option<&ObjectShape> {
         match &self.arena.nodes[frame.node as usize] {
             Node::Object(shape) => Some(shape),

@@ -1,5 +1,5 @@
 //! Tool calls that are always valid. A response is constrained by a byte-level
-//! automaton (free text, the Hermes call envelope, the tool name through a
+//! automaton (free text, the model's call envelope, the tool name through a
 //! trie of the allowed names, the arguments through the tool's JSON schema);
 //! the tokens allowed next are found by walking the vocabulary trie against it
 //! and returned as a bit set the sampler applies to the logits.
@@ -11,6 +11,7 @@
 
 mod call;
 mod error;
+mod format;
 mod json;
 mod literal;
 mod matcher;
@@ -19,8 +20,9 @@ mod schema;
 mod tools;
 mod vocab;
 
-pub use call::{CallMode, ToolChoice, CLOSER, NAME_INTRO, OPENER};
+pub use call::{CallMode, ToolChoice};
 pub use error::ConstrainError;
+pub use format::{CallFormat, Envelope};
 pub use matcher::{RejectedToken, TokenMask, ToolCallMatcher};
 pub use output::{parse_response, tools_prompt, CallParseError, ParsedResponse, ToolCall};
 pub use schema::MAX_PROPERTIES;

@@ -4,9 +4,11 @@
 //! (toktrie's `add_bias`). Cost: O(trie nodes visited), which is small where
 //! few bytes are allowed (names, literals) and the whole trie in free text.
 
-use crate::call::{CallMachine, CallMode, CallState, Phase, ToolChoice, NAME_INTRO, OPENER};
+use crate::call::{CallMachine, CallMode, CallState, Phase, ToolChoice};
+use crate::format::Envelope;
 use crate::json::{JsonState, Stacks};
 use crate::tools::{AllowedNames, CompiledTools};
+use crate::vocab::is_text_structural;
 use crate::{ConstrainError, Vocabulary};
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -46,6 +48,7 @@ impl TokenMask {
 
 /// A response being constrained.
 pub struct ToolCallMatcher {
+    envelope: Envelope,
     tools: Arc<CompiledTools>,
     allowed: AllowedNames,
     mode: CallMode,
@@ -105,10 +108,11 @@ impl Recognizer for Walker<'_> {
 }
 
 impl ToolCallMatcher {
-    /// A matcher for `choice` over `tools`. `required` (and a specified tool set)
-    /// starts after a prefill (the opener and the allowed names' common prefix)
-    /// that the caller appends to the prompt: see [`prefill`](Self::prefill).
-    pub fn new(tools: Arc<CompiledTools>, choice: &ToolChoice) -> Result<Self, ConstrainError> {
+    /// A matcher for `choice` over `tools`, calls written in `envelope`.
+    /// `required` (and a specified tool set) starts after a prefill (the opener
+    /// and the allowed names' common prefix) that the caller appends to the
+    /// prompt: see [`prefill`](Self::prefill).
+    pub fn new(tools: Arc<CompiledTools>, choice: &ToolChoice, envelope: &Envelope) -> Result<Self, ConstrainError> {
         let chosen = tools.resolve(choice.allowed.as_deref())?;
         if chosen.is_empty() && choice.mode != CallMode::None {
             let mode = if choice.mode == CallMode::Auto {
@@ -125,6 +129,7 @@ impl ToolCallMatcher {
             json: JsonState::start(0),
         };
         let mut matcher = Self {
+            envelope: envelope.clone(),
             tools,
             allowed,
             mode: choice.mode,
@@ -142,9 +147,14 @@ impl ToolCallMatcher {
                 .try_fold(0, |node, byte| matcher.allowed.trie.step(node, byte))
                 .unwrap_or(0);
             matcher.state.phase = Phase::Name { at };
-            matcher.prefill = format!("{OPENER}{NAME_INTRO}{prefix}");
+            matcher.prefill = format!("{}{prefix}", envelope.call_start_text());
         }
         Ok(matcher)
+    }
+
+    /// The envelope calls are written in.
+    pub fn envelope(&self) -> &Envelope {
+        &self.envelope
     }
 
     /// Text to append to the prompt before generating (empty unless a call is required).
@@ -154,6 +164,7 @@ impl ToolCallMatcher {
 
     fn machine(&mut self) -> CallMachine<'_> {
         CallMachine {
+            envelope: &self.envelope,
             tools: &self.tools,
             allowed: &self.allowed,
             mode: self.mode,
@@ -164,7 +175,7 @@ impl ToolCallMatcher {
 
     /// Whether the response may end here.
     pub fn is_accepting(&self) -> bool {
-        self.state.accepting()
+        self.state.accepting(&self.envelope)
     }
 
     /// Whether an end-of-turn token was accepted.
@@ -192,7 +203,7 @@ impl ToolCallMatcher {
 
     /// Whether a complete call has been read and nothing after it yet.
     pub fn after_call(&self) -> bool {
-        self.state.phase == Phase::AfterCall
+        matches!(self.state.phase, Phase::AfterCall | Phase::Done)
     }
 
     /// Whether `token` may come next (the slow way: its bytes one by one; for tests).
@@ -237,9 +248,10 @@ impl ToolCallMatcher {
             };
         }
         // Where plain tokens cannot change the state, allow them wholesale and walk the rest.
-        let split = match self.state.phase {
-            Phase::Text { matched: 0 } => Some(&vocab.text),
-            Phase::Args if self.state.json.in_plain_string() => Some(&vocab.string),
+        let state = self.state;
+        let split = match state.phase {
+            Phase::Text { matched: 0 } if is_text_structural(self.envelope.opener[0]) => Some(&vocab.text),
+            Phase::Args if self.machine().json().in_plain_string(state.json) => Some(&vocab.string),
             _ => None,
         };
         let (mut bits, trie) = match split {

@@ -2,8 +2,7 @@
 //! template has no tool support of its own, and the parser that turns a
 //! response back into free text plus typed calls.
 
-use crate::call::{CLOSER, NAME_INTRO, OPENER};
-use crate::ToolDef;
+use crate::{CallFormat, ToolDef};
 use serde_json::{json, Value};
 
 /// One parsed call: the tool's name and its arguments as canonical JSON
@@ -38,42 +37,70 @@ pub struct ParsedResponse {
 #[error("malformed tool call: {0}")]
 pub struct CallParseError(pub String);
 
-/// Split `text` into free text and the calls in its `<tool_call>` blocks. The
-/// JSON of a call is read as JSON, so a string argument may contain `</tool_call>`.
-pub fn parse_response(text: &str) -> Result<ParsedResponse, CallParseError> {
-    let end_tag = &CLOSER[2..]; // "</tool_call>"
+/// Split `text` into free text and the calls written in `format`'s envelope.
+/// Each call's JSON is read as JSON, so a string argument may contain the
+/// envelope's closing text.
+pub fn parse_response(text: &str, format: CallFormat) -> Result<ParsedResponse, CallParseError> {
+    let opener = match format {
+        CallFormat::Hermes => "<tool_call>",
+        CallFormat::Mistral => "[TOOL_CALLS]",
+        CallFormat::Llama3Json => "{\"name\"",
+    };
     let mut parsed = ParsedResponse::default();
     let mut content = String::new();
     let mut rest = text;
-    while let Some(start) = rest.find(OPENER) {
+    while let Some(start) = rest.find(opener) {
         content.push_str(&rest[..start]);
-        let body = &rest[start + OPENER.len()..];
+        // The Llama form has no opener outside the JSON: the call object starts at the match.
+        let body = match format {
+            CallFormat::Llama3Json => &rest[start..],
+            CallFormat::Hermes | CallFormat::Mistral => &rest[start + opener.len()..],
+        };
         let mut values = serde_json::Deserializer::from_str(body).into_iter::<Value>();
         let value = match values.next() {
             Some(Ok(value)) => value,
             Some(Err(error)) => return Err(CallParseError(format!("{error} in {body:?}"))),
-            None => return Err(CallParseError("a call has no JSON after <tool_call>".into())),
+            None => return Err(CallParseError(format!("a call has no JSON after {opener}"))),
         };
-        let after = body[values.byte_offset()..].trim_start();
-        rest = after
-            .strip_prefix(end_tag)
-            .ok_or_else(|| CallParseError("a call is not closed by </tool_call>".into()))?;
-        parsed.calls.push(call_of(value)?);
+        let after = &body[values.byte_offset()..];
+        let key = format.arguments_key();
+        rest = match format {
+            CallFormat::Hermes => {
+                parsed.calls.push(call_of(value, key)?);
+                after
+                    .trim_start()
+                    .strip_prefix("</tool_call>")
+                    .ok_or_else(|| CallParseError("a call is not closed by </tool_call>".into()))?
+            }
+            CallFormat::Mistral => {
+                let Value::Array(calls) = value else {
+                    return Err(CallParseError("[TOOL_CALLS] is not followed by a JSON array".into()));
+                };
+                for call in calls {
+                    parsed.calls.push(call_of(call, key)?);
+                }
+                after
+            }
+            CallFormat::Llama3Json => {
+                parsed.calls.push(call_of(value, key)?);
+                after
+            }
+        };
     }
     content.push_str(rest);
     parsed.content = content.trim().to_string();
     Ok(parsed)
 }
 
-fn call_of(value: Value) -> Result<ToolCall, CallParseError> {
+fn call_of(value: Value, arguments_key: &str) -> Result<ToolCall, CallParseError> {
     let name = value
         .get("name")
         .and_then(Value::as_str)
         .ok_or_else(|| CallParseError("the call has no string `name`".into()))?;
     let arguments = value
-        .get("arguments")
+        .get(arguments_key)
         .filter(|a| a.is_object())
-        .ok_or_else(|| CallParseError(format!("the call to `{name}` has no `arguments` object")))?;
+        .ok_or_else(|| CallParseError(format!("the call to `{name}` has no `{arguments_key}` object")))?;
     Ok(ToolCall {
         name: name.to_string(),
         // serde_json's map keeps keys sorted: this is the canonical form.
@@ -81,10 +108,10 @@ fn call_of(value: Value) -> Result<ToolCall, CallParseError> {
     })
 }
 
-/// The system-prompt section describing `tools` and the call format (Hermes
-/// style), for templates that do not render tools themselves. Deterministic:
-/// one tool per line, keys sorted, so the same tools give the same tokens.
-pub fn tools_prompt(tools: &[ToolDef]) -> String {
+/// The system-prompt section describing `tools` and how to call them in
+/// `format`'s envelope. Deterministic: one tool per line, keys sorted, so the
+/// same tools give the same tokens.
+pub fn tools_prompt(tools: &[ToolDef], format: CallFormat) -> String {
     let lines: Vec<String> = tools
         .iter()
         .map(|tool| {
@@ -94,15 +121,25 @@ pub fn tools_prompt(tools: &[ToolDef]) -> String {
             .to_string()
         })
         .collect();
-    let intro = NAME_INTRO.trim_start_matches('\n');
+    let how = match format {
+        CallFormat::Hermes => {
+            "For each function call, return a json object with function name and arguments within \
+             <tool_call></tool_call> XML tags:\n<tool_call>\n{\"name\": \"<function-name>\", \"arguments\": \
+             <args-json-object>}\n</tool_call>"
+        }
+        CallFormat::Mistral => {
+            "To call functions, write [TOOL_CALLS] followed by a json list of calls:\n\
+             [TOOL_CALLS][{\"name\": \"<function-name>\", \"arguments\": <args-json-object>}]"
+        }
+        CallFormat::Llama3Json => {
+            "To call a function, respond with only a json object of the form:\n\
+             {\"name\": \"<function-name>\", \"parameters\": <args-json-object>}"
+        }
+    };
     format!(
         "You may call one or more functions to assist with the user query. You are provided with function \
-         signatures within <tools></tools> XML tags:\n<tools>\n{}\n</tools>\n\nFor each function call, return a \
-         json object with function name and arguments within {OPENER}{} XML tags:\n{OPENER}\n{intro}<function-name>\", \
-         \"arguments\": <args-json-object>}}\n{}",
+         signatures within <tools></tools> XML tags:\n<tools>\n{}\n</tools>\n\n{how}",
         lines.join("\n"),
-        &CLOSER[2..],
-        &CLOSER[2..],
     )
 }
 
@@ -113,7 +150,7 @@ mod tests {
     #[test]
     fn splits_text_and_calls_with_canonical_arguments() {
         let text = "Looking.<tool_call>\n{\"name\": \"f\", \"arguments\": {\"b\": 1, \"a\": [true]}}\n</tool_call>\n<tool_call>\n{\"name\": \"g\", \"arguments\": {}}\n</tool_call>";
-        let parsed = parse_response(text).unwrap();
+        let parsed = parse_response(text, CallFormat::Hermes).unwrap();
         assert_eq!(parsed.content, "Looking.");
         assert_eq!(
             parsed.calls,
@@ -128,14 +165,29 @@ mod tests {
                 },
             ]
         );
-        assert_eq!(parse_response("no calls").unwrap().calls, vec![]);
-        assert!(parse_response("<tool_call>\n{\"name\": 1}\n</tool_call>").is_err());
-        assert!(parse_response("<tool_call>\n{").is_err());
+        assert_eq!(parse_response("no calls", CallFormat::Hermes).unwrap().calls, vec![]);
+        assert!(parse_response("<tool_call>\n{\"name\": 1}\n</tool_call>", CallFormat::Hermes).is_err());
+        assert!(parse_response("<tool_call>\n{", CallFormat::Hermes).is_err());
         // A string argument may contain the closing tag; the JSON decides where the call ends.
         let tricky = "<tool_call>\n{\"name\": \"m\", \"arguments\": {\"e\": \"1}}</tool_call> x\"}}\n</tool_call>";
-        let parsed = parse_response(tricky).unwrap();
+        let parsed = parse_response(tricky, CallFormat::Hermes).unwrap();
         assert_eq!(parsed.calls[0].arguments, r#"{"e":"1}}</tool_call> x"}"#);
         assert_eq!(parsed.content, "");
+    }
+
+    #[test]
+    fn mistral_and_llama_forms_parse_with_their_keys() {
+        let mistral =
+            "Sure.[TOOL_CALLS][{\"name\": \"f\", \"arguments\": {\"b\": 1}}, {\"name\": \"g\", \"arguments\": {}}]";
+        let parsed = parse_response(mistral, CallFormat::Mistral).unwrap();
+        assert_eq!(parsed.content, "Sure.");
+        assert_eq!(parsed.calls.len(), 2);
+        assert_eq!(parsed.calls[1].name, "g");
+        assert!(parse_response("[TOOL_CALLS]{\"name\": \"f\"}", CallFormat::Mistral).is_err());
+        let llama = "{\"name\": \"f\", \"parameters\": {\"z\": [], \"a\": null}}";
+        let parsed = parse_response(llama, CallFormat::Llama3Json).unwrap();
+        assert_eq!(parsed.calls[0].arguments, r#"{"a":null,"z":[]}"#);
+        assert!(parse_response("{\"name\": \"f\", \"arguments\": {}}", CallFormat::Llama3Json).is_err());
     }
 
     #[test]
@@ -145,7 +197,7 @@ mod tests {
             description: "Does f.".into(),
             parameters: json!({"type": "object", "properties": {"z": {}, "a": {}}}),
         };
-        let prompt = tools_prompt(&[tool]);
+        let prompt = tools_prompt(&[tool], CallFormat::Hermes);
         assert!(prompt.contains(
             "<tools>\n{\"function\":{\"description\":\"Does f.\",\"name\":\"f\",\"parameters\":{\"properties\":{\"a\":{},\"z\":{}},\"type\":\"object\"}},\"type\":\"function\"}\n</tools>"
         ), "{prompt}");

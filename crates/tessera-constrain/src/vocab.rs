@@ -3,7 +3,7 @@
 //! end-of-turn tokens a mask allows where a response may end.
 //!
 //! Two states dominate a constrained response: free text and the inside of a
-//! JSON string. In both, most tokens cannot change the state (no `<` in text;
+//! JSON string. In both, most tokens cannot change the state (no opener byte in text;
 //! no `"`, `\` or control byte in a string), so each has a [`Split`]: the set
 //! of such plain tokens, allowed wholesale, and a trie of the rest, the only
 //! part a mask computation walks there (tens of µs instead of milliseconds).
@@ -38,12 +38,18 @@ impl Split {
     }
 }
 
+/// Bytes that may start a call envelope's opener (see [`crate::CallFormat`]),
+/// and the special-token marker: free-text tokens without any are plain.
+pub(crate) fn is_text_structural(byte: u8) -> bool {
+    matches!(byte, b'<' | b'[' | b'{' | crate::SPECIAL_TOKEN_MARKER)
+}
+
 /// A tokenizer's vocabulary as a byte trie.
 #[derive(Clone)]
 pub struct Vocabulary {
     pub(crate) trie: TokTrie,
     pub(crate) stop_tokens: Vec<u32>,
-    /// Free text: `<` may start the opener, `0xFF` marks special tokens.
+    /// Free text: `<`, `[` or `{` may start an opener, `0xFF` marks special tokens.
     pub(crate) text: Split,
     /// Inside a JSON string: `"` and `\` end or escape, control bytes are invalid.
     pub(crate) string: Split,
@@ -68,7 +74,7 @@ impl Vocabulary {
             // toktrie refuses an empty list; a vocabulary without end-of-turn tokens keeps its default.
             trie = trie.with_eos_tokens(stop_tokens);
         }
-        let text = Split::new(&trie, token_bytes, |b| b == b'<' || b == crate::SPECIAL_TOKEN_MARKER);
+        let text = Split::new(&trie, token_bytes, is_text_structural);
         let string = Split::new(&trie, token_bytes, |b| {
             b == b'"' || b == b'\\' || b < 0x20 || b == crate::SPECIAL_TOKEN_MARKER
         });
@@ -93,6 +99,11 @@ impl Vocabulary {
     /// The bytes of `token`.
     pub fn token_bytes(&self, token: u32) -> &[u8] {
         self.trie.token(token)
+    }
+
+    /// Whether some token's bytes are exactly `bytes`.
+    pub fn has_token_bytes(&self, bytes: &[u8]) -> bool {
+        self.trie.token_id(bytes).is_some()
     }
 
     /// Whether `token` ends a turn.

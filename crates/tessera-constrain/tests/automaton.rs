@@ -5,7 +5,9 @@
 
 use serde_json::{json, Value};
 use std::sync::Arc;
-use tessera_constrain::{CallMode, CompiledTools, ConstrainError, ToolCallMatcher, ToolChoice, ToolDef};
+use tessera_constrain::{
+    CallFormat, CallMode, CompiledTools, ConstrainError, Envelope, ToolCallMatcher, ToolChoice, ToolDef,
+};
 
 fn tool(name: &str, parameters: Value) -> ToolDef {
     ToolDef {
@@ -23,10 +25,19 @@ fn auto() -> ToolChoice {
     }
 }
 
-/// Whether `text` is a complete, valid response under `choice`.
+fn hermes() -> Envelope {
+    Envelope::new(CallFormat::Hermes)
+}
+
+/// Whether `text` is a complete, valid response under `choice`, in the Hermes envelope.
 fn accepts(tools: &[ToolDef], choice: &ToolChoice, text: &str) -> bool {
+    accepts_in(&hermes(), tools, choice, text)
+}
+
+/// Whether `text` is a complete, valid response under `choice`, in `envelope`.
+fn accepts_in(envelope: &Envelope, tools: &[ToolDef], choice: &ToolChoice, text: &str) -> bool {
     let compiled = Arc::new(CompiledTools::compile(tools).unwrap());
-    let mut matcher = ToolCallMatcher::new(compiled, choice).unwrap();
+    let mut matcher = ToolCallMatcher::new(compiled, choice, envelope).unwrap();
     let text = text.strip_prefix(matcher.prefill()).unwrap_or(text).to_string();
     matcher.advance_text(&text) && matcher.is_accepting()
 }
@@ -208,19 +219,19 @@ fn modes_names_and_families() {
     assert!(accepts(&tools, &family, &call("browser_open")));
     assert!(!accepts(&tools, &family, &call("shell_run")));
     let compiled = Arc::new(CompiledTools::compile(&tools).unwrap());
-    let matcher = ToolCallMatcher::new(compiled.clone(), &family).unwrap();
+    let matcher = ToolCallMatcher::new(compiled.clone(), &family, &hermes()).unwrap();
     assert_eq!(matcher.prefill(), "<tool_call>\n{\"name\": \"browser_");
     let listed = choice(CallMode::Required, Some(&["file_read", "shell_run"]), false);
     assert!(accepts(&tools, &listed, &call("file_read")));
     assert!(!accepts(&tools, &listed, &call("browser_open")));
     let missing = choice(CallMode::Required, Some(&["git_*"]), false);
     assert_eq!(
-        ToolCallMatcher::new(compiled.clone(), &missing).err(),
+        ToolCallMatcher::new(compiled.clone(), &missing, &hermes()).err(),
         Some(ConstrainError::EmptyFamily("git_".into()))
     );
     let unknown = choice(CallMode::Required, Some(&["nope"]), false);
     assert_eq!(
-        ToolCallMatcher::new(compiled, &unknown).err(),
+        ToolCallMatcher::new(compiled, &unknown, &hermes()).err(),
         Some(ConstrainError::UnknownTool("nope".into()))
     );
 }
@@ -271,7 +282,110 @@ fn a_vocabulary_without_stop_tokens_is_fine() {
         .collect();
     let vocab = tessera_constrain::Vocabulary::new(&words, &[]);
     let tools = Arc::new(CompiledTools::compile(&[tool("t", json!({}))]).unwrap());
-    let mut matcher = ToolCallMatcher::new(tools, &auto()).unwrap();
+    let mut matcher = ToolCallMatcher::new(tools, &auto(), &hermes()).unwrap();
     let mask = matcher.compute_mask(&vocab);
     assert_eq!(mask.to_vec(), vec![0, 1, 2, 3]);
+}
+
+#[test]
+fn mistral_envelope_lists_calls_and_closes_the_list() {
+    let tools = [tool("a", json!({})), tool("b_x", json!({"type": "object"}))];
+    let mistral = Envelope::new(CallFormat::Mistral);
+    let parallel = ToolChoice {
+        parallel: true,
+        ..auto()
+    };
+    let one = r#"Ok.[TOOL_CALLS][{"name": "a", "arguments": {}}]"#;
+    let two = r#"[TOOL_CALLS][{"name": "a", "arguments": {"k": 1}}, {"name": "b_x", "arguments": {}}]"#;
+    assert!(accepts_in(&mistral, &tools, &auto(), one));
+    assert!(accepts_in(&mistral, &tools, &parallel, two));
+    assert!(
+        !accepts_in(&mistral, &tools, &auto(), two),
+        "a second call needs parallel calls"
+    );
+    assert!(
+        !accepts_in(&mistral, &tools, &auto(), &one[..one.len() - 1]),
+        "the list must be closed"
+    );
+    assert!(!accepts_in(
+        &mistral,
+        &tools,
+        &auto(),
+        r#"[TOOL_CALLS][{"name": "c", "arguments": {}}]"#
+    ));
+    let required = ToolChoice {
+        mode: CallMode::Required,
+        ..auto()
+    };
+    let compiled = Arc::new(CompiledTools::compile(&tools).unwrap());
+    let matcher = ToolCallMatcher::new(compiled, &required, &mistral).unwrap();
+    assert_eq!(matcher.prefill(), "[TOOL_CALLS][{\"name\": \"");
+}
+
+#[test]
+fn llama_envelope_is_one_bare_object_with_parameters() {
+    let tools = [tool(
+        "get",
+        json!({"type": "object", "properties": {"id": {"type": "integer"}}}),
+    )];
+    let llama = Envelope::new(CallFormat::Llama3Json);
+    assert!(accepts_in(
+        &llama,
+        &tools,
+        &auto(),
+        r#"{"name": "get", "parameters": {"id": 4}}"#
+    ));
+    assert!(!accepts_in(
+        &llama,
+        &tools,
+        &auto(),
+        r#"{"name": "get", "arguments": {"id": 4}}"#
+    ));
+    assert!(!accepts_in(
+        &llama,
+        &tools,
+        &auto(),
+        r#"{"name": "get", "parameters": {"id": "4"}}"#
+    ));
+    let parallel = ToolChoice {
+        parallel: true,
+        ..auto()
+    };
+    let twice = r#"{"name": "get", "parameters": {}}{"name": "get", "parameters": {}}"#;
+    assert!(!accepts_in(&llama, &tools, &parallel, twice), "the form holds one call");
+    assert!(accepts_in(&llama, &tools, &auto(), "Plain text {with braces}."));
+}
+
+#[test]
+fn an_opener_that_is_a_special_token_is_read_as_that_token() {
+    let mut words: Vec<Vec<u8>> = [
+        "a",
+        "[",
+        "TOOL",
+        "_CALLS",
+        "]",
+        "[{\"name\": \"",
+        "t",
+        "\", \"arguments\": {}}]",
+    ]
+    .iter()
+    .map(|w| w.as_bytes().to_vec())
+    .collect();
+    words.push([&[tessera_constrain::SPECIAL_TOKEN_MARKER], &b"[TOOL_CALLS]"[..]].concat());
+    let special = words.len() as u32 - 1;
+    let vocab = tessera_constrain::Vocabulary::new(&words, &[]);
+    let envelope = Envelope::for_vocabulary(CallFormat::Mistral, &vocab);
+    let tools = Arc::new(CompiledTools::compile(&[tool("t", json!({}))]).unwrap());
+    let mut matcher = ToolCallMatcher::new(tools.clone(), &auto(), &envelope).unwrap();
+    assert!(matcher.compute_mask(&vocab).is_allowed(special));
+    matcher.accept_token(&vocab, special).unwrap();
+    for token in [5, 6, 7] {
+        assert!(matcher.compute_mask(&vocab).is_allowed(token), "token {token}");
+        matcher.accept_token(&vocab, token).unwrap();
+    }
+    assert!(matcher.is_accepting() && matcher.after_call());
+    // Spelled as text, the opener is plain text here.
+    let mut spelled = ToolCallMatcher::new(tools, &auto(), &envelope).unwrap();
+    assert!(spelled.advance_text("[TOOL_CALLS]"));
+    assert!(spelled.advance_text("[{\"name\": \"zzz"), "still free text");
 }

@@ -273,7 +273,7 @@ impl Engine {
             }
         };
         // A response cut by max_tokens may end inside a call: parse what is complete.
-        let parsed = parse_response(&text).unwrap_or_else(|error| {
+        let parsed = parse_response(&text, matcher.envelope().format()).unwrap_or_else(|error| {
             tracing::debug!(%error, "an unfinished call is left as text");
             tessera_constrain::ParsedResponse {
                 content: text.clone(),
@@ -313,7 +313,7 @@ struct StepContext<'a> {
 }
 
 /// Draw the next token, through the tool-call mask when the request has one.
-fn draw(seq: &mut Active, logits: &mut [f32], context: &StepContext<'_>) -> Result<u32, EngineError> {
+fn draw(seq: &mut Active, logits: &mut [f32], context: &mut StepContext<'_>) -> Result<u32, EngineError> {
     let Some(matcher) = seq.matcher.as_mut() else {
         return Ok(seq.sampler.sample(logits, &seq.tokens)?);
     };
@@ -321,7 +321,9 @@ fn draw(seq: &mut Active, logits: &mut [f32], context: &StepContext<'_>) -> Resu
     let vocab = context
         .vocab
         .get_or_init(|| Vocabulary::new(&tokenizer.token_bytes(), tokenizer.stop_ids()));
+    let started = std::time::Instant::now();
     let mask = matcher.compute_mask(vocab);
+    context.metrics.mask_time.observe(started.elapsed());
     let token = seq
         .sampler
         .sample_allowed(logits, &seq.tokens, |t| mask.is_allowed(t))?;
@@ -336,9 +338,9 @@ fn draw(seq: &mut Active, logits: &mut [f32], context: &StepContext<'_>) -> Resu
 fn emit_next(
     seq: &mut Active,
     logits: &mut [f32],
-    context: StepContext<'_>,
+    mut context: StepContext<'_>,
 ) -> Result<Option<FinishReason>, EngineError> {
-    let token = draw(seq, logits, &context)?;
+    let token = draw(seq, logits, &mut context)?;
     let StepContext { tokenizer, metrics, .. } = context;
     seq.tokens.push(token);
     let now = Instant::now();

@@ -9,7 +9,7 @@ use crate::scheduler::Scheduler;
 use crate::{persist, Completion, EngineConfig, EngineError, EngineMetrics, Event, GenerateRequest};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
-use tessera_constrain::ToolCallMatcher;
+use tessera_constrain::{CallFormat, Envelope, ToolCallMatcher};
 use tessera_kv::{BlockPool, SeqId};
 use tessera_model::{ChatTemplate, KvCache, LoadedModel, ModelConfig, Tokenizer};
 use tessera_sample::Sampler;
@@ -26,6 +26,8 @@ pub(crate) struct Shared {
     model_config: ModelConfig,
     tokenizer: Arc<Tokenizer>,
     template: ChatTemplate,
+    /// How this model writes tool calls (from its chat template).
+    envelope: Envelope,
 }
 
 /// A cloneable handle to a running engine.
@@ -52,6 +54,10 @@ impl EngineHandle {
             persist::restore(dir, fingerprint, &mut pool, &mut kv);
         }
         let tokenizer = Arc::new(tokenizer);
+        let envelope = Envelope::new(CallFormat::detect(template.source()));
+        let envelope = envelope
+            .clone()
+            .with_special_opener(tokenizer.is_special_token(envelope.opener_text()));
         let shared = Arc::new(Shared {
             queued: AtomicUsize::new(0),
             next_id: AtomicU64::new(1),
@@ -60,6 +66,7 @@ impl EngineHandle {
             model_config: model.config().clone(),
             tokenizer: tokenizer.clone(),
             template,
+            envelope,
         });
         let engine = Engine {
             model,
@@ -88,6 +95,12 @@ impl EngineHandle {
     /// The chat template.
     pub fn template(&self) -> &ChatTemplate {
         &self.shared.template
+    }
+
+    /// How this model writes tool calls (its template's form, Hermes by default):
+    /// describe tools to it with `tessera_constrain::tools_prompt(tools, format)`.
+    pub fn call_format(&self) -> CallFormat {
+        self.shared.envelope.format()
     }
 
     /// The model's configuration (context length, vocabulary size, ...).
@@ -122,12 +135,11 @@ impl EngineHandle {
         let Some(constraint) = &request.tools else {
             return Ok(None);
         };
-        let matcher = ToolCallMatcher::new(constraint.tools.clone(), &constraint.choice).map_err(|error| {
-            EngineError::Invalid {
+        let matcher = ToolCallMatcher::new(constraint.tools.clone(), &constraint.choice, &self.shared.envelope)
+            .map_err(|error| EngineError::Invalid {
                 field: "tool_choice",
                 message: error.to_string(),
-            }
-        })?;
+            })?;
         if !matcher.prefill().is_empty() {
             let prefill = self
                 .shared

@@ -33,5 +33,5 @@ mod scheduler;
 pub use config::EngineConfig;
 pub use error::EngineError;
 pub use handle::{EngineHandle, EventStream, Output, Pending};
-pub use metrics::{EngineMetrics, Histogram, LATENCY_BUCKETS_S};
+pub use metrics::{EngineMetrics, Histogram, LATENCY_BUCKETS_S, MASK_BUCKETS_S};
 pub use request::{Completion, Event, FinishReason, GenerateRequest, Timings, ToolConstraint, ToolOutput, Usage};

@@ -29,6 +29,7 @@ impl ChatMessage {
 /// A compiled chat template.
 pub struct ChatTemplate {
     env: Environment<'static>,
+    source: String,
     bos_token: String,
     eos_token: String,
 }
@@ -57,9 +58,15 @@ impl ChatTemplate {
             .map_err(|e| ModelError::Template(format!("compiling: {e}")))?;
         Ok(Self {
             env,
+            source: source.to_string(),
             bos_token: bos.unwrap_or_default().to_string(),
             eos_token: eos.unwrap_or_default().to_string(),
         })
+    }
+
+    /// The template's Jinja source.
+    pub fn source(&self) -> &str {
+        &self.source
     }
 
     /// Render `messages`; with `add_generation_prompt` the text ends where the assistant's reply begins.

@@ -157,6 +157,14 @@ impl Tokenizer {
         self.inner.token_to_id(token)
     }
 
+    /// Whether `text` is exactly one special (added, control) token.
+    pub fn is_special_token(&self, text: &str) -> bool {
+        self.inner
+            .get_added_tokens_decoder()
+            .values()
+            .any(|token| token.special && token.content == text)
+    }
+
     /// The text of one id.
     pub fn id_to_token(&self, id: u32) -> Option<String> {
         self.inner.id_to_token(id)

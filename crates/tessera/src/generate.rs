@@ -8,7 +8,7 @@ use anyhow::{bail, Context, Result};
 use std::io::{IsTerminal, Read, Write};
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
-use tessera_constrain::tools_prompt;
+use tessera_constrain::{tools_prompt, CallFormat};
 use tessera_engine::{EngineConfig, EngineHandle, Event, GenerateRequest};
 use tessera_model::{ChatMessage, LoadedModel};
 use tessera_sample::SamplingParams;
@@ -114,9 +114,10 @@ pub fn run(args: GenerateArgs) -> Result<()> {
         .transpose()?;
     let prompt_text = read_prompt(args.prompt.as_deref())?;
     let loaded = load_model(&args.model)?;
+    let format = CallFormat::detect(loaded.template.source());
     let system = match (&tool_defs, args.system.as_deref()) {
-        (Some(tools), Some(system)) => Some(format!("{system}\n\n{}", tools_prompt(tools))),
-        (Some(tools), None) => Some(tools_prompt(tools)),
+        (Some(tools), Some(system)) => Some(format!("{system}\n\n{}", tools_prompt(tools, format))),
+        (Some(tools), None) => Some(tools_prompt(tools, format)),
         (None, system) => system.map(str::to_string),
     };
     let text = render_prompt(&loaded, &prompt_text, args.chat, system.as_deref())?;
