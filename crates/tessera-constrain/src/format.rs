@@ -112,6 +112,20 @@ impl Envelope {
         }
     }
 
+    /// No envelope: the response is one bare JSON value (response formats).
+    pub(crate) fn bare_value() -> Self {
+        Self {
+            format: CallFormat::Hermes,
+            opener_text: String::new(),
+            opener: b"\0".to_vec(),
+            name_intro: Vec::new(),
+            args_intro: Vec::new(),
+            call_end: Vec::new(),
+            separator: None,
+            section_end: Vec::new(),
+        }
+    }
+
     /// The envelope of `format` for `vocab`'s tokenizer: an opener that is a
     /// special token there is read as that token (the marker and its text).
     pub fn for_vocabulary(format: CallFormat, vocab: &Vocabulary) -> Self {

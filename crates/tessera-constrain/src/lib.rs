@@ -17,6 +17,7 @@ mod literal;
 mod matcher;
 mod output;
 mod schema;
+mod stream;
 mod tools;
 mod vocab;
 
@@ -26,6 +27,7 @@ pub use format::{CallFormat, Envelope};
 pub use matcher::{RejectedToken, TokenMask, ToolCallMatcher};
 pub use output::{parse_response, tools_prompt, CallParseError, ParsedResponse, ToolCall};
 pub use schema::MAX_PROPERTIES;
+pub use stream::{CallStreamParser, StreamPiece};
 pub use tools::{tools_hash, CompiledTools, ToolDef, ToolSetCache, MAX_NAME_LEN};
 pub use vocab::Vocabulary;
 

@@ -57,6 +57,8 @@ pub struct ToolCallMatcher {
     state: CallState,
     prefill: String,
     finished: bool,
+    /// The response is one JSON value (a response format), not tool calls.
+    json_value: bool,
     /// Masks by state: inside a string or in free text the state repeats token
     /// after token, so most steps are a lookup.
     cache: HashMap<CallState, TokenMask>,
@@ -138,6 +140,7 @@ impl ToolCallMatcher {
             state: start,
             prefill: String::new(),
             finished: false,
+            json_value: false,
             cache: HashMap::new(),
         };
         if choice.mode == CallMode::Required {
@@ -150,6 +153,37 @@ impl ToolCallMatcher {
             matcher.prefill = format!("{}{prefix}", envelope.call_start_text());
         }
         Ok(matcher)
+    }
+
+    /// A matcher for a response that is exactly one JSON value of `schema`'s
+    /// first tool's parameters (OpenAI's `response_format`), then end of turn.
+    pub fn json_value(schema: Arc<CompiledTools>) -> Result<Self, ConstrainError> {
+        let Some(&root) = schema.roots.first() else {
+            return Err(ConstrainError::NoTools("response_format".into()));
+        };
+        let allowed = AllowedNames::new(&schema, vec![0]);
+        Ok(Self {
+            envelope: Envelope::bare_value(),
+            tools: schema,
+            allowed,
+            mode: CallMode::Required,
+            parallel: false,
+            stacks: Stacks::default(),
+            state: CallState {
+                phase: Phase::Args,
+                tool: 0,
+                json: JsonState::start(root),
+            },
+            prefill: String::new(),
+            finished: false,
+            json_value: true,
+            cache: HashMap::new(),
+        })
+    }
+
+    /// Whether the response is one JSON value rather than text and tool calls.
+    pub fn is_json_value(&self) -> bool {
+        self.json_value
     }
 
     /// The envelope calls are written in.

@@ -389,3 +389,25 @@ fn an_opener_that_is_a_special_token_is_read_as_that_token() {
     assert!(spelled.advance_text("[TOOL_CALLS]"));
     assert!(spelled.advance_text("[{\"name\": \"zzz"), "still free text");
 }
+
+#[test]
+fn a_json_value_response_is_exactly_one_value_of_the_schema() {
+    let schema = Arc::new(
+        CompiledTools::compile(&[tool(
+            "response",
+            json!({"type": "object", "properties": {"city": {"type": "string"}, "n": {"type": "integer"}}, "required": ["city"], "additionalProperties": false}),
+        )])
+        .unwrap(),
+    );
+    let accepts = |text: &str| {
+        let mut matcher = ToolCallMatcher::json_value(schema.clone()).unwrap();
+        assert!(matcher.is_json_value() && matcher.prefill().is_empty());
+        matcher.advance_text(text) && matcher.is_accepting()
+    };
+    assert!(accepts(r#"{"city": "Oslo", "n": 3}"#));
+    assert!(accepts(r#"{"city":"Oslo"}"#));
+    assert!(!accepts(r#"{"n": 3}"#), "city is required");
+    assert!(!accepts(r#"Here: {"city": "Oslo"}"#), "no text around the value");
+    assert!(!accepts(r#"{"city": "Oslo"} and more"#));
+    assert!(!accepts(r#"{"city": "Os"#), "unfinished");
+}

@@ -258,7 +258,7 @@ impl Engine {
 
     /// A constrained response's prefill and its text parsed into free text and calls.
     fn tool_output(&self, seq: &Active) -> Option<ToolOutput> {
-        let matcher = seq.matcher.as_ref()?;
+        let matcher = seq.matcher.as_ref().filter(|m| !m.is_json_value())?;
         let mut generated = &seq.tokens[seq.prompt_len..];
         if let Some((&last, rest)) = generated.split_last() {
             if seq.is_stop_token(last, &self.tokenizer) {

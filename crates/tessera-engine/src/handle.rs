@@ -130,16 +130,31 @@ impl EngineHandle {
         Ok(EventStream { id, events: receiver })
     }
 
-    /// The request's tool-call matcher, with its prefill (if any) appended to the prompt.
+    /// The request's tool-call (or JSON-value) matcher, with its prefill (if any) appended to the prompt.
     fn constrain(&self, request: &mut GenerateRequest) -> Result<Option<ToolCallMatcher>, EngineError> {
-        let Some(constraint) = &request.tools else {
-            return Ok(None);
+        let matcher = match (&request.tools, &request.response_schema) {
+            (None, None) => return Ok(None),
+            (Some(_), Some(_)) => {
+                return Err(EngineError::Invalid {
+                    field: "response_format",
+                    message: "a JSON response format cannot be combined with tools".into(),
+                })
+            }
+            (None, Some(schema)) => {
+                ToolCallMatcher::json_value(schema.clone()).map_err(|error| EngineError::Invalid {
+                    field: "response_format",
+                    message: error.to_string(),
+                })?
+            }
+            (Some(constraint), None) => {
+                ToolCallMatcher::new(constraint.tools.clone(), &constraint.choice, &self.shared.envelope).map_err(
+                    |error| EngineError::Invalid {
+                        field: "tool_choice",
+                        message: error.to_string(),
+                    },
+                )?
+            }
         };
-        let matcher = ToolCallMatcher::new(constraint.tools.clone(), &constraint.choice, &self.shared.envelope)
-            .map_err(|error| EngineError::Invalid {
-                field: "tool_choice",
-                message: error.to_string(),
-            })?;
         if !matcher.prefill().is_empty() {
             let prefill = self
                 .shared

@@ -30,6 +30,12 @@ pub struct GenerateRequest {
     /// Mask tokens so the response obeys the tool choice (end-of-turn tokens
     /// then always end generation).
     pub tools: Option<ToolConstraint>,
+    /// Mask tokens so the response is one JSON value of the first tool's
+    /// parameters schema (a response format); not together with `tools`.
+    pub response_schema: Option<Arc<CompiledTools>>,
+    /// The client's session (a conversation or agent run), if it gave one:
+    /// logged with the request, and its prefix is kept warm under pressure.
+    pub session: Option<Arc<str>>,
 }
 
 impl GenerateRequest {
@@ -42,6 +48,8 @@ impl GenerateRequest {
             stop_at_eos: true,
             stop_tokens: Vec::new(),
             tools: None,
+            response_schema: None,
+            session: None,
         }
     }
 }

@@ -138,8 +138,8 @@ pub fn run(args: GenerateArgs) -> Result<()> {
         sampling: params,
         max_tokens: args.max_tokens,
         stop_at_eos: !args.ignore_eos,
-        stop_tokens: Vec::new(),
         tools: constraint,
+        ..GenerateRequest::greedy(Vec::new(), 1)
     };
     let outcome = stream(&engine, request);
     // Saves the prefix cache when --kv-cache-dir is set.
