@@ -344,3 +344,51 @@ fn the_prefix_cache_survives_a_restart() {
     third.shutdown().wait().unwrap();
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn a_stop_string_ends_generation_where_it_appears() {
+    let engine = start(EngineConfig::for_tokens(4096));
+    let prompt = encode(&chat_prompt("Write a haiku about the sea."));
+    let free = engine
+        .submit(GenerateRequest::greedy(prompt.clone(), 24))
+        .unwrap()
+        .wait()
+        .unwrap();
+    // A stop string spanning the boundary between two generated tokens' text.
+    let tokenizer = &model().tokenizer;
+    let pieces: Vec<String> = free.tokens.iter().map(|&t| tokenizer.decode(&[t]).unwrap()).collect();
+    let at = (4..pieces.len())
+        .find(|&i| !pieces[i].trim().is_empty() && !pieces[i - 1].trim().is_empty())
+        .unwrap();
+    let stop = format!(
+        "{}{}",
+        pieces[at - 1].chars().last().unwrap(),
+        pieces[at].chars().next().unwrap()
+    );
+    let first = free.text.find(&stop).unwrap();
+    let stopped = engine
+        .submit(GenerateRequest {
+            stop_strings: vec![stop.clone(), "never appears here".into()],
+            ..GenerateRequest::greedy(prompt, 24)
+        })
+        .unwrap()
+        .wait()
+        .unwrap();
+    assert_eq!(stopped.completion.reason, FinishReason::Stop);
+    assert!(stopped.text.contains(&stop), "{stop:?} in {:?}", stopped.text);
+    assert!(free.text.starts_with(&stopped.text));
+    // It stopped on the token that completed the string, not later.
+    let before_last = tokenizer.decode(&stopped.tokens[..stopped.tokens.len() - 1]).unwrap();
+    assert!(before_last.len() < first + stop.len(), "{before_last:?}");
+    let err = engine
+        .submit(GenerateRequest {
+            stop_strings: vec![String::new()],
+            ..GenerateRequest::greedy(vec![1], 1)
+        })
+        .err();
+    assert!(
+        matches!(err, Some(EngineError::Invalid { field: "stop", .. })),
+        "{err:?}"
+    );
+    assert_baseline(&engine);
+}

@@ -235,6 +235,11 @@ impl ToolCallMatcher {
         }
     }
 
+    /// Whether the response is in free text (outside any call).
+    pub fn in_free_text(&self) -> bool {
+        matches!(self.state.phase, Phase::Text { .. })
+    }
+
     /// Whether a complete call has been read and nothing after it yet.
     pub fn after_call(&self) -> bool {
         matches!(self.state.phase, Phase::AfterCall | Phase::Done)

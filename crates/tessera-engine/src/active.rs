@@ -15,6 +15,7 @@ pub(crate) struct StopRule {
     pub max_tokens: usize,
     pub stop_at_eos: bool,
     pub stop_tokens: Vec<u32>,
+    pub stop_strings: Vec<String>,
 }
 
 /// A request the engine is serving (waiting, running or preempted).
@@ -32,6 +33,8 @@ pub(crate) struct Active {
     pub sampler: Sampler,
     pub stop: StopRule,
     pub text: TextStream,
+    /// The end of the free text so far, as long as the longest stop string.
+    pub recent_text: String,
     pub events: UnboundedSender<Event>,
     pub times: Times,
     /// Prompt tokens reused at the first admission (`None` before it).
@@ -67,7 +70,9 @@ impl Active {
                 max_tokens: request.max_tokens,
                 stop_at_eos: request.stop_at_eos,
                 stop_tokens: request.stop_tokens,
+                stop_strings: request.stop_strings,
             },
+            recent_text: String::new(),
             text: TextStream::new(),
             events,
             times: Times {
@@ -105,5 +110,30 @@ impl Active {
     pub fn is_stop_token(&self, token: u32, tokenizer: &tessera_model::Tokenizer) -> bool {
         let stop_at_eos = self.stop.stop_at_eos || self.matcher.is_some();
         (stop_at_eos && tokenizer.is_stop(token)) || self.stop.stop_tokens.contains(&token)
+    }
+
+    /// Add newly streamed `text`; whether the free text now contains a stop string
+    /// (text inside a tool call never stops generation).
+    pub fn hits_stop_string(&mut self, text: &str) -> bool {
+        let longest = self.stop.stop_strings.iter().map(String::len).max().unwrap_or(0);
+        if longest == 0 || self.matcher.as_ref().is_some_and(|m| !m.in_free_text()) {
+            return false;
+        }
+        self.recent_text.push_str(text);
+        if self
+            .stop
+            .stop_strings
+            .iter()
+            .any(|stop| self.recent_text.contains(stop.as_str()))
+        {
+            return true;
+        }
+        // Keep the last `longest - 1` bytes (on a character boundary): enough for a match across tokens.
+        let mut cut = self.recent_text.len().saturating_sub(longest - 1);
+        while !self.recent_text.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        self.recent_text.drain(..cut);
+        false
     }
 }

@@ -359,8 +359,12 @@ fn emit_next(
         .push(tokenizer, token)
         .map_err(|error| EngineError::Model(format!("decoding token {token}: {error}")))?
         .unwrap_or_default();
+    let stopped = seq.hits_stop_string(&text);
     // A closed receiver is noticed (and the sequence cancelled) at the next sweep.
     let _ = seq.events.send(Event::Token { id: token, text });
+    if stopped {
+        return Ok(Some(FinishReason::Stop));
+    }
     if seq.generated() >= seq.stop.max_tokens {
         return Ok(Some(FinishReason::Length));
     }

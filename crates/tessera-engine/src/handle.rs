@@ -5,6 +5,7 @@
 
 use crate::active::Active;
 use crate::engine::{Command, Engine};
+use crate::request::{MAX_STOP_BYTES, MAX_STOP_STRINGS};
 use crate::scheduler::Scheduler;
 use crate::{persist, Completion, EngineConfig, EngineError, EngineMetrics, Event, GenerateRequest};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
@@ -191,6 +192,32 @@ impl EngineHandle {
                 field: "max_tokens",
                 message: "must be at least 1".into(),
             });
+        }
+        Self::validate_stop_strings(&request.stop_strings)
+    }
+
+    fn validate_stop_strings(stops: &[String]) -> Result<(), EngineError> {
+        if stops.len() > MAX_STOP_STRINGS {
+            return Err(EngineError::OverLimit {
+                field: "stop",
+                value: stops.len(),
+                limit: MAX_STOP_STRINGS,
+            });
+        }
+        for stop in stops {
+            if stop.is_empty() {
+                return Err(EngineError::Invalid {
+                    field: "stop",
+                    message: "a stop string is empty".into(),
+                });
+            }
+            if stop.len() > MAX_STOP_BYTES {
+                return Err(EngineError::OverLimit {
+                    field: "stop string bytes",
+                    value: stop.len(),
+                    limit: MAX_STOP_BYTES,
+                });
+            }
         }
         Ok(())
     }

@@ -34,4 +34,7 @@ pub use config::EngineConfig;
 pub use error::EngineError;
 pub use handle::{EngineHandle, EventStream, Output, Pending};
 pub use metrics::{EngineMetrics, Histogram, LATENCY_BUCKETS_S, MASK_BUCKETS_S};
-pub use request::{Completion, Event, FinishReason, GenerateRequest, Timings, ToolConstraint, ToolOutput, Usage};
+pub use request::{
+    Completion, Event, FinishReason, GenerateRequest, Timings, ToolConstraint, ToolOutput, Usage, MAX_STOP_BYTES,
+    MAX_STOP_STRINGS,
+};

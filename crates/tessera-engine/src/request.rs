@@ -27,6 +27,9 @@ pub struct GenerateRequest {
     pub stop_at_eos: bool,
     /// More token ids that end generation.
     pub stop_tokens: Vec<u32>,
+    /// Strings that end generation once the free text (outside tool calls)
+    /// contains one; the text streamed up to it includes it (callers cut it).
+    pub stop_strings: Vec<String>,
     /// Mask tokens so the response obeys the tool choice (end-of-turn tokens
     /// then always end generation).
     pub tools: Option<ToolConstraint>,
@@ -47,12 +50,18 @@ impl GenerateRequest {
             max_tokens,
             stop_at_eos: true,
             stop_tokens: Vec::new(),
+            stop_strings: Vec::new(),
             tools: None,
             response_schema: None,
             session: None,
         }
     }
 }
+
+/// Most stop strings per request.
+pub const MAX_STOP_STRINGS: usize = 4;
+/// Longest stop string, in bytes.
+pub const MAX_STOP_BYTES: usize = 256;
 
 /// Why generation ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
