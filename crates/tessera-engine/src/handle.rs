@@ -122,13 +122,18 @@ impl EngineHandle {
             return Err(EngineError::QueueFull { limit });
         }
         let id = SeqId(self.shared.next_id.fetch_add(1, Ordering::Relaxed));
+        let prefill = matcher.as_ref().map(|m| m.prefill().to_string()).unwrap_or_default();
         let (events, receiver) = mpsc::unbounded_channel();
         let active = Active::new(id, request, sampler, matcher, events);
         if self.commands.send(Command::Submit(Box::new(active))).is_err() {
             self.shared.queued.fetch_sub(1, Ordering::AcqRel);
             return Err(EngineError::Stopped);
         }
-        Ok(EventStream { id, events: receiver })
+        Ok(EventStream {
+            id,
+            events: receiver,
+            prefill,
+        })
     }
 
     /// The request's tool-call (or JSON-value) matcher, with its prefill (if any) appended to the prompt.
@@ -274,6 +279,7 @@ impl<T> Pending<T> {
 pub struct EventStream {
     id: SeqId,
     events: mpsc::UnboundedReceiver<Event>,
+    prefill: String,
 }
 
 /// A finished request, collected.
@@ -291,6 +297,12 @@ impl EventStream {
     /// The request's id.
     pub fn id(&self) -> SeqId {
         self.id
+    }
+
+    /// Text the engine appended to the prompt to start a constrained response
+    /// (a required call's opener and name prefix); the streamed text follows it.
+    pub fn prefill(&self) -> &str {
+        &self.prefill
     }
 
     /// The next event; `None` after the last one.

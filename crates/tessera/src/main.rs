@@ -1,12 +1,13 @@
 //! `tessera`: a local inference engine for AI agents.
 //!
-//! Subcommands: `generate` (stream a completion from a model) and `bench ttft`
-//! (time to first token with and without prefix reuse). The server and the
-//! agent loop arrive as later subcommands.
+//! Subcommands: `serve` (the OpenAI-compatible server), `generate` (stream a
+//! completion from a model) and `bench ttft` (time to first token with and
+//! without prefix reuse).
 
 mod bench;
 mod generate;
 mod model_files;
+mod serve;
 mod tool_args;
 
 use clap::{Parser, Subcommand};
@@ -28,6 +29,9 @@ struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
+    /// Serve the model over an OpenAI-compatible HTTP API (chat completions with tools, completions,
+    /// models, health, Prometheus metrics) on 127.0.0.1:8080.
+    Serve(serve::ServeArgs),
     /// Generate text from a prompt and stream it to stdout; prints prefill/decode speed at the end.
     Generate(generate::GenerateArgs),
     /// Benchmarks on the real model, in process.
@@ -46,6 +50,7 @@ fn main() -> ExitCode {
         tessera_model::parallel::set_num_threads(threads);
     }
     let result = match cli.command {
+        Command::Serve(args) => serve::run(args),
         Command::Generate(args) => generate::run(args),
         Command::Bench(command) => bench::run(command),
     };

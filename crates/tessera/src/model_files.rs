@@ -76,6 +76,17 @@ pub fn fingerprint(args: &ModelArgs) -> Result<String> {
     Ok(prints.join("+"))
 }
 
+/// A short name for the selected model: the GGUF file's stem or the checkpoint folder's name.
+pub fn model_name(args: &ModelArgs) -> Result<String> {
+    let path = match locate(args)? {
+        ModelLocation::Gguf(path) | ModelLocation::HfDir(path) => path,
+    };
+    let stem = path.file_stem().or_else(|| path.file_name());
+    Ok(stem
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "tessera".into()))
+}
+
 fn describe(location: &ModelLocation) -> String {
     match location {
         ModelLocation::Gguf(path) | ModelLocation::HfDir(path) => path.display().to_string(),

@@ -1,0 +1,279 @@
+//! `POST /v1/chat/completions`: the OpenAI request, validated into the
+//! engine's [`GenerateRequest`] plus what answering it needs.
+
+use crate::api::{AllowedTool, ChatRequest, ResponseFormat, StopSpec, StreamOptions, ToolChoiceObject, ToolChoiceSpec};
+use crate::error::ApiError;
+use crate::prompt::{chat_messages, tool_defs};
+use crate::AppState;
+use serde_json::json;
+use std::sync::Arc;
+use tessera_constrain::{CallFormat, CallMode, CompiledTools, ToolChoice, ToolDef};
+use tessera_engine::{GenerateRequest, ToolConstraint};
+use tessera_sample::SamplingParams;
+
+/// A validated request and how to answer it.
+#[derive(Debug)]
+pub struct Job {
+    /// What the engine runs.
+    pub request: GenerateRequest,
+    /// Answer with server-sent events.
+    pub stream: bool,
+    /// Send a usage chunk last (streaming).
+    pub include_usage: bool,
+    /// Stop strings (the engine stops on them; the answer is cut before them).
+    pub stops: Vec<String>,
+    /// The call format when the answer may hold tool calls.
+    pub call_format: Option<CallFormat>,
+    /// The model id to echo.
+    pub model: String,
+}
+
+/// Validate `body` into a job; `session` is the `X-Session-Id` header, if sent.
+pub fn chat_job(state: &AppState, body: ChatRequest, session: Option<String>) -> Result<Job, ApiError> {
+    unsupported(&body)?;
+    let defs = tool_defs(body.tools.as_deref().unwrap_or_default())?;
+    let format = state.engine.call_format();
+    let messages = chat_messages(&body.messages, &defs, format)?;
+    let text = state
+        .engine
+        .template()
+        .render(&messages, true)
+        .map_err(|error| ApiError::invalid("messages", format!("the chat template rejected them: {error}")))?;
+    let prompt = state
+        .engine
+        .tokenizer()
+        .encode(&text)
+        .map_err(|error| ApiError::internal("tokenizing a prompt", &error))?;
+    let tools = tool_constraint(state, &defs, body.tool_choice.as_ref(), body.parallel_tool_calls)?;
+    let response_schema = response_schema(body.response_format.as_ref())?;
+    let max_tokens = max_tokens(state, prompt.len(), body.max_completion_tokens.or(body.max_tokens))?;
+    let stops = stop_strings(body.stop)?;
+    let call_format = tools.as_ref().map(|_| format);
+    let request = GenerateRequest {
+        sampling: sampling(state, body.temperature, body.top_p, body.seed),
+        stop_strings: stops.clone(),
+        tools,
+        response_schema,
+        session: session.or(body.user).map(Arc::from),
+        ..GenerateRequest::greedy(prompt, max_tokens)
+    };
+    Ok(Job {
+        request,
+        stream: body.stream.unwrap_or(false),
+        include_usage: include_usage(body.stream_options.as_ref()),
+        stops,
+        call_format,
+        model: body.model.unwrap_or_else(|| state.config.model_name.clone()),
+    })
+}
+
+/// Parameters Tessera does not implement are refused, not silently ignored.
+fn unsupported(body: &ChatRequest) -> Result<(), ApiError> {
+    check_temperature(body.temperature)?;
+    if body.n.is_some_and(|n| n != 1) {
+        return Err(ApiError::invalid("n", "only n = 1 is supported"));
+    }
+    for (param, value) in [
+        ("presence_penalty", body.presence_penalty),
+        ("frequency_penalty", body.frequency_penalty),
+    ] {
+        if value.is_some_and(|v| v != 0.0) {
+            return Err(ApiError::invalid(param, format!("{param} is not supported (only 0)")));
+        }
+    }
+    if body.logprobs == Some(true) {
+        return Err(ApiError::invalid("logprobs", "logprobs are not supported"));
+    }
+    Ok(())
+}
+
+pub(crate) fn include_usage(options: Option<&StreamOptions>) -> bool {
+    options.and_then(|o| o.include_usage).unwrap_or(false)
+}
+
+/// OpenAI's defaults (temperature 1, top_p 1); a request without a seed gets
+/// a fresh one.
+pub(crate) fn sampling(
+    state: &AppState,
+    temperature: Option<f32>,
+    top_p: Option<f32>,
+    seed: Option<u64>,
+) -> SamplingParams {
+    SamplingParams {
+        temperature: temperature.unwrap_or(1.0),
+        top_p: top_p.unwrap_or(1.0),
+        seed: seed.unwrap_or_else(|| state.started.rotate_left(17) ^ state.next_id()),
+        ..SamplingParams::default()
+    }
+}
+
+/// Temperature above OpenAI's 2 is refused here; the engine checks the rest.
+pub(crate) fn check_temperature(temperature: Option<f32>) -> Result<(), ApiError> {
+    match temperature {
+        Some(t) if !(0.0..=2.0).contains(&t) => Err(ApiError::invalid(
+            "temperature",
+            format!("temperature is {t}, outside [0, 2]"),
+        )),
+        _ => Ok(()),
+    }
+}
+
+/// The requested limit, or what is left of the context; the prompt and the
+/// limit together must fit the context.
+pub(crate) fn max_tokens(state: &AppState, prompt: usize, requested: Option<u64>) -> Result<usize, ApiError> {
+    let context = state.engine.model_config().max_context;
+    let room = context.saturating_sub(prompt);
+    match requested {
+        None if room == 0 => Err(ApiError::invalid(
+            "messages",
+            format!("the prompt is {prompt} tokens, which fills the model's context of {context} tokens"),
+        )),
+        None => Ok(room),
+        Some(0) => Err(ApiError::invalid("max_tokens", "max_tokens must be at least 1")),
+        Some(n) if n as usize > room => Err(ApiError::invalid(
+            "max_tokens",
+            format!(
+                "the prompt ({prompt} tokens) plus max_tokens ({n}) is over the model's context of {context} tokens"
+            ),
+        )),
+        Some(n) => Ok(n as usize),
+    }
+}
+
+pub(crate) fn stop_strings(stop: Option<StopSpec>) -> Result<Vec<String>, ApiError> {
+    Ok(match stop {
+        None => Vec::new(),
+        Some(StopSpec::One(one)) => vec![one],
+        Some(StopSpec::Many(many)) => many,
+    })
+}
+
+/// The tool constraint: OpenAI's default choice is `auto` when tools are given.
+fn tool_constraint(
+    state: &AppState,
+    defs: &[ToolDef],
+    choice: Option<&ToolChoiceSpec>,
+    parallel: Option<bool>,
+) -> Result<Option<ToolConstraint>, ApiError> {
+    let choice = match (defs.is_empty(), choice) {
+        (true, None) => return Ok(None),
+        (true, Some(ToolChoiceSpec::Mode(mode))) if mode == "none" => return Ok(None),
+        (true, Some(_)) => return Err(ApiError::invalid("tool_choice", "tool_choice needs `tools`")),
+        (false, None) => tool_choice(CallMode::Auto, None),
+        (false, Some(spec)) => parse_choice(spec)?,
+    };
+    let tools = state
+        .tool_sets
+        .lock()
+        .map_err(|_| ApiError::internal("the tool-set cache", &"a thread panicked holding it"))?
+        .get_or_compile(defs)
+        .map_err(|error| ApiError::invalid("tools", error.to_string()))?;
+    Ok(Some(ToolConstraint {
+        tools,
+        choice: ToolChoice {
+            parallel: parallel.unwrap_or(true),
+            ..choice
+        },
+    }))
+}
+
+fn tool_choice(mode: CallMode, allowed: Option<Vec<String>>) -> ToolChoice {
+    ToolChoice {
+        mode,
+        allowed,
+        parallel: true,
+    }
+}
+
+fn parse_choice(spec: &ToolChoiceSpec) -> Result<ToolChoice, ApiError> {
+    match spec {
+        ToolChoiceSpec::Mode(mode) => Ok(tool_choice(call_mode(mode, "tool_choice")?, None)),
+        ToolChoiceSpec::Object(object) => parse_choice_object(object),
+    }
+}
+
+fn call_mode(mode: &str, param: &str) -> Result<CallMode, ApiError> {
+    match mode {
+        "none" => Ok(CallMode::None),
+        "auto" => Ok(CallMode::Auto),
+        "required" => Ok(CallMode::Required),
+        other => Err(ApiError::invalid(
+            param,
+            format!("unknown mode `{other}` (none, auto or required)"),
+        )),
+    }
+}
+
+fn parse_choice_object(object: &ToolChoiceObject) -> Result<ToolChoice, ApiError> {
+    match (object.kind.as_str(), &object.function, &object.allowed_tools) {
+        ("function", Some(function), _) => Ok(tool_choice(CallMode::Required, Some(vec![function.name.clone()]))),
+        ("function", None, _) => Err(ApiError::invalid(
+            "tool_choice.function",
+            "a named choice needs `function.name`",
+        )),
+        ("allowed_tools", _, Some(allowed)) => {
+            let mode = call_mode(&allowed.mode, "tool_choice.allowed_tools.mode")?;
+            if mode == CallMode::None {
+                return Err(ApiError::invalid(
+                    "tool_choice.allowed_tools.mode",
+                    "must be auto or required",
+                ));
+            }
+            let names = allowed
+                .tools
+                .iter()
+                .map(|tool| match tool {
+                    AllowedTool::Name(name) => name.clone(),
+                    AllowedTool::Function { function } => function.name.clone(),
+                })
+                .collect();
+            Ok(tool_choice(mode, Some(names)))
+        }
+        ("allowed_tools", _, None) => Err(ApiError::invalid(
+            "tool_choice.allowed_tools",
+            "an allowed_tools choice needs `allowed_tools`",
+        )),
+        (other, _, _) => Err(ApiError::invalid(
+            "tool_choice.type",
+            format!("unknown tool_choice type `{other}` (function or allowed_tools)"),
+        )),
+    }
+}
+
+/// `json_object` = any object; `json_schema` = its schema, through the same automaton.
+fn response_schema(format: Option<&ResponseFormat>) -> Result<Option<Arc<CompiledTools>>, ApiError> {
+    let Some(format) = format else {
+        return Ok(None);
+    };
+    let (schema, param) = match format.kind.as_str() {
+        "text" => return Ok(None),
+        "json_object" => (json!({"type": "object"}), "response_format"),
+        "json_schema" => {
+            let schema = format
+                .json_schema
+                .as_ref()
+                .and_then(|s| s.schema.clone())
+                .ok_or_else(|| {
+                    ApiError::invalid(
+                        "response_format.json_schema.schema",
+                        "a json_schema format needs `schema`",
+                    )
+                })?;
+            (schema, "response_format.json_schema.schema")
+        }
+        other => {
+            return Err(ApiError::invalid(
+                "response_format.type",
+                format!("unknown response format `{other}` (text, json_object or json_schema)"),
+            ))
+        }
+    };
+    let def = ToolDef {
+        name: "response".into(),
+        description: String::new(),
+        parameters: schema,
+    };
+    CompiledTools::compile(&[def])
+        .map(|compiled| Some(Arc::new(compiled)))
+        .map_err(|error| ApiError::invalid(param, error.to_string()))
+}

@@ -1,0 +1,59 @@
+//! `POST /v1/completions`: raw prompt text, no chat template, no tools.
+
+use crate::api::{CompletionRequest, PromptSpec};
+use crate::chat::{check_temperature, include_usage, max_tokens, sampling, stop_strings, Job};
+use crate::error::ApiError;
+use crate::AppState;
+use std::sync::Arc;
+use tessera_engine::GenerateRequest;
+
+/// OpenAI's default completion length.
+const DEFAULT_MAX_TOKENS: u64 = 16;
+
+/// Validate `body` into a job; `session` is the `X-Session-Id` header, if sent.
+pub fn completion_job(state: &AppState, body: CompletionRequest, session: Option<String>) -> Result<Job, ApiError> {
+    check_temperature(body.temperature)?;
+    if body.n.is_some_and(|n| n != 1) {
+        return Err(ApiError::invalid("n", "only n = 1 is supported"));
+    }
+    let text = match body.prompt {
+        PromptSpec::One(text) => text,
+        PromptSpec::Many(mut many) if many.len() == 1 => many.remove(0),
+        PromptSpec::Many(many) => {
+            return Err(ApiError::invalid(
+                "prompt",
+                format!("{} prompts given; one prompt per request is supported", many.len()),
+            ))
+        }
+    };
+    if text.is_empty() {
+        return Err(ApiError::invalid("prompt", "the prompt is empty"));
+    }
+    let prompt = state
+        .engine
+        .tokenizer()
+        .encode(&text)
+        .map_err(|error| ApiError::internal("tokenizing a prompt", &error))?;
+    let limit =
+        max_tokens(state, prompt.len(), Some(body.max_tokens.unwrap_or(DEFAULT_MAX_TOKENS))).map_err(|error| {
+            match error.param.as_deref() {
+                Some("messages") => ApiError::invalid("prompt", error.message),
+                _ => error,
+            }
+        })?;
+    let stops = stop_strings(body.stop)?;
+    let request = GenerateRequest {
+        sampling: sampling(state, body.temperature, body.top_p, body.seed),
+        stop_strings: stops.clone(),
+        session: session.or(body.user).map(Arc::from),
+        ..GenerateRequest::greedy(prompt, limit)
+    };
+    Ok(Job {
+        request,
+        stream: body.stream.unwrap_or(false),
+        include_usage: include_usage(body.stream_options.as_ref()),
+        stops,
+        call_format: None,
+        model: body.model.unwrap_or_else(|| state.config.model_name.clone()),
+    })
+}

@@ -1,0 +1,142 @@
+//! Errors as OpenAI shapes them: `{"error": {"message", "type", "param", "code"}}`
+//! with the HTTP status. Every error reaches the client through here, once;
+//! internal errors are logged and answered without their details.
+
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use serde_json::json;
+use tessera_engine::EngineError;
+
+/// An error answered to the client.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ApiError {
+    /// HTTP status.
+    pub status: StatusCode,
+    /// What went wrong, for a person.
+    pub message: String,
+    /// OpenAI's error type (`invalid_request_error`, ...).
+    pub kind: &'static str,
+    /// The request field at fault, if one is.
+    pub param: Option<String>,
+    /// A machine-readable code, if any.
+    pub code: Option<&'static str>,
+}
+
+impl ApiError {
+    /// 400: the request is wrong in `param`.
+    pub fn invalid(param: impl Into<String>, message: impl Into<String>) -> Self {
+        Self {
+            status: StatusCode::BAD_REQUEST,
+            message: message.into(),
+            kind: "invalid_request_error",
+            param: Some(param.into()),
+            code: None,
+        }
+    }
+
+    /// 400: the body is not the JSON the endpoint takes.
+    pub fn malformed(message: impl Into<String>, param: Option<String>) -> Self {
+        Self {
+            code: Some("invalid_json"),
+            param,
+            ..Self::invalid("", message)
+        }
+    }
+
+    /// 413: the body is over the limit.
+    pub fn too_large(limit: usize) -> Self {
+        Self {
+            status: StatusCode::PAYLOAD_TOO_LARGE,
+            message: format!("the request body is over the limit of {limit} bytes"),
+            kind: "invalid_request_error",
+            param: None,
+            code: Some("request_too_large"),
+        }
+    }
+
+    /// 401: no or a wrong API key.
+    pub fn unauthorized() -> Self {
+        Self {
+            status: StatusCode::UNAUTHORIZED,
+            message: "invalid or missing API key: send `Authorization: Bearer <key>`".into(),
+            kind: "invalid_request_error",
+            param: None,
+            code: Some("invalid_api_key"),
+        }
+    }
+
+    /// 404: no such route.
+    pub fn not_found(path: &str) -> Self {
+        Self {
+            status: StatusCode::NOT_FOUND,
+            message: format!("no route for {path}"),
+            kind: "invalid_request_error",
+            param: None,
+            code: Some("not_found"),
+        }
+    }
+
+    /// 500: something failed inside; the details go to the log only.
+    pub fn internal(context: &str, error: &dyn std::fmt::Display) -> Self {
+        tracing::error!(%error, "{context}");
+        Self {
+            status: StatusCode::INTERNAL_SERVER_ERROR,
+            message: "internal error; see the server log".into(),
+            kind: "server_error",
+            param: None,
+            code: None,
+        }
+    }
+
+    /// The error as OpenAI's JSON body.
+    pub fn body(&self) -> serde_json::Value {
+        json!({"error": {
+            "message": self.message,
+            "type": self.kind,
+            "param": self.param,
+            "code": self.code,
+        }})
+    }
+}
+
+impl From<EngineError> for ApiError {
+    fn from(error: EngineError) -> Self {
+        match &error {
+            EngineError::OverLimit { field, .. } => Self::invalid(param_of(field), error.to_string()),
+            EngineError::Invalid { field, message } => Self::invalid(param_of(field), message.clone()),
+            EngineError::QueueFull { .. } => Self {
+                status: StatusCode::TOO_MANY_REQUESTS,
+                message: error.to_string(),
+                kind: "rate_limit_error",
+                param: None,
+                code: Some("queue_full"),
+            },
+            EngineError::Stopped => Self {
+                status: StatusCode::SERVICE_UNAVAILABLE,
+                message: "the server is shutting down".into(),
+                kind: "server_error",
+                param: None,
+                code: Some("unavailable"),
+            },
+            EngineError::Config(_) | EngineError::Model(_) | EngineError::Sampling(_) | EngineError::Persist(_) => {
+                Self::internal("request failed in the engine", &error)
+            }
+        }
+    }
+}
+
+/// The request field an engine field name stands for.
+fn param_of(field: &str) -> String {
+    match field {
+        "prompt" | "prompt tokens" | "prompt token id" => "messages".into(),
+        "stop string bytes" => "stop".into(),
+        other => other.to_string(),
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        (self.status, Json(self.body())).into_response()
+    }
+}

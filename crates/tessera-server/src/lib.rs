@@ -1,0 +1,154 @@
+//! Tessera's OpenAI-compatible HTTP server: `POST /v1/chat/completions`,
+//! `POST /v1/completions`, `GET /v1/models`, `GET /health`, `GET /metrics`.
+//! The only crate that knows HTTP: requests are validated once, here, into
+//! the engine's typed requests; engine errors become OpenAI error bodies at
+//! one place ([`ApiError`]). A dropped connection drops the request's event
+//! stream, which cancels it and frees its KV blocks.
+#![deny(missing_docs)]
+
+pub mod api;
+mod body;
+mod chat;
+mod completions;
+mod error;
+mod metrics;
+mod pipeline;
+mod prompt;
+mod respond;
+mod routes;
+
+pub use error::ApiError;
+pub use pipeline::{Delta, Pipeline, StopScanner};
+pub use routes::router;
+
+use std::sync::atomic::AtomicU64;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tessera_constrain::ToolSetCache;
+use tessera_engine::EngineHandle;
+
+/// How the server behaves at its edge.
+#[derive(Debug, Clone)]
+pub struct ServerConfig {
+    /// The id `/v1/models` lists and responses echo.
+    pub model_name: String,
+    /// Require `Authorization: Bearer <key>` on every route but `/health`.
+    pub api_key: Option<String>,
+    /// Largest request body, in bytes (413 above).
+    pub max_body_bytes: usize,
+    /// After SIGINT/SIGTERM, how long in-flight requests may take to finish
+    /// before they are cancelled.
+    pub shutdown_grace: Duration,
+}
+
+impl Default for ServerConfig {
+    fn default() -> Self {
+        Self {
+            model_name: "tessera".into(),
+            api_key: None,
+            max_body_bytes: DEFAULT_MAX_BODY_BYTES,
+            shutdown_grace: Duration::from_secs(30),
+        }
+    }
+}
+
+/// Default request body limit: 8 MiB (a long agent context with tool schemas
+/// is well under 1 MiB).
+pub const DEFAULT_MAX_BODY_BYTES: usize = 8 * 1024 * 1024;
+
+/// Tool sets compiled and kept, keyed by their canonical hash.
+const TOOL_SETS_KEPT: usize = 64;
+
+/// What every handler shares.
+#[derive(Debug, Clone)]
+pub struct AppState {
+    pub(crate) engine: EngineHandle,
+    pub(crate) config: Arc<ServerConfig>,
+    pub(crate) tool_sets: Arc<Mutex<ToolSetCache>>,
+    pub(crate) next_id: Arc<AtomicU64>,
+    /// Unix seconds at start (the model's `created`).
+    pub(crate) started: u64,
+}
+
+impl AppState {
+    /// State for a server over `engine`.
+    pub fn new(engine: EngineHandle, config: ServerConfig) -> Self {
+        let started = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_secs())
+            .unwrap_or(0);
+        Self {
+            engine,
+            config: Arc::new(config),
+            tool_sets: Arc::new(Mutex::new(ToolSetCache::new(TOOL_SETS_KEPT))),
+            next_id: Arc::new(AtomicU64::new(1)),
+            started,
+        }
+    }
+
+    /// A fresh response number.
+    pub(crate) fn next_id(&self) -> u64 {
+        self.next_id.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+    }
+}
+
+/// Serve `state` on `listener` until `shutdown` resolves; then stop taking
+/// connections, let in-flight requests finish for the grace period, and
+/// cancel what is left by shutting the engine down (which also saves the
+/// prefix cache when one is configured).
+pub async fn serve(
+    listener: tokio::net::TcpListener,
+    state: AppState,
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    let engine = state.engine.clone();
+    let grace = state.config.shutdown_grace;
+    let (signalled, mut signal) = tokio::sync::watch::channel(false);
+    let app = router(state);
+    let server = axum::serve(listener, app).with_graceful_shutdown(async move {
+        shutdown.await;
+        tracing::info!("shutting down: finishing in-flight requests");
+        let _ = signalled.send(true);
+    });
+    let cancel_after_grace = async move {
+        let _ = signal.wait_for(|&s| s).await;
+        tokio::time::sleep(grace).await;
+        tracing::warn!("grace period over: cancelling in-flight requests");
+    };
+    tokio::select! {
+        result = server => result?,
+        () = cancel_after_grace => {}
+    }
+    if let Err(error) = engine.shutdown().recv().await {
+        tracing::warn!(%error, "engine shutdown");
+    }
+    Ok(())
+}
+
+/// Resolves on SIGINT (Ctrl-C) or SIGTERM.
+pub async fn shutdown_signal() {
+    let interrupt = async {
+        if let Err(error) = tokio::signal::ctrl_c().await {
+            tracing::error!(%error, "listening for Ctrl-C");
+            std::future::pending::<()>().await;
+        }
+    };
+    #[cfg(unix)]
+    let terminate = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut signal) => {
+                signal.recv().await;
+            }
+            Err(error) => {
+                tracing::error!(%error, "listening for SIGTERM");
+                std::future::pending::<()>().await;
+            }
+        }
+    };
+    #[cfg(not(unix))]
+    let terminate = std::future::pending::<()>();
+    tokio::select! {
+        () = interrupt => {}
+        () = terminate => {}
+    }
+}

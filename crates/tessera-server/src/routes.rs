@@ -1,0 +1,129 @@
+//! The routes, the API-key check and the handlers' thin glue.
+
+use crate::api::{ChatRequest, CompletionRequest};
+use crate::body::parse;
+use crate::chat::chat_job;
+use crate::completions::completion_job;
+use crate::error::ApiError;
+use crate::metrics::prometheus;
+use crate::respond::{answer, Shape};
+use crate::AppState;
+use axum::body::Bytes;
+use axum::extract::rejection::BytesRejection;
+use axum::extract::{DefaultBodyLimit, Request, State};
+use axum::http::{header, HeaderMap, StatusCode, Uri};
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use serde_json::json;
+
+/// Header naming the client's session (preferred over the body's `user`).
+pub const SESSION_HEADER: &str = "x-session-id";
+
+/// Every route, with the body limit and (when configured) the API-key check.
+pub fn router(state: AppState) -> Router {
+    let limit = state.config.max_body_bytes;
+    let api = Router::new()
+        .route("/v1/chat/completions", post(chat_completions))
+        .route("/v1/completions", post(completions))
+        .route("/v1/models", get(models))
+        .route("/metrics", get(metrics))
+        .route_layer(middleware::from_fn_with_state(state.clone(), require_api_key));
+    Router::new()
+        .route("/health", get(health))
+        .merge(api)
+        .fallback(not_found)
+        .layer(DefaultBodyLimit::max(limit))
+        .with_state(state)
+}
+
+async fn require_api_key(State(state): State<AppState>, request: Request, next: Next) -> Response {
+    let Some(expected) = state.config.api_key.as_deref() else {
+        return next.run(request).await;
+    };
+    let given = request
+        .headers()
+        .get(header::AUTHORIZATION)
+        .and_then(|value| value.to_str().ok())
+        .and_then(|value| value.strip_prefix("Bearer "));
+    if given.is_some_and(|key| constant_time_eq(key.as_bytes(), expected.as_bytes())) {
+        next.run(request).await
+    } else {
+        ApiError::unauthorized().into_response()
+    }
+}
+
+/// Compare without an early exit on the first differing byte.
+fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+fn session(headers: &HeaderMap) -> Option<String> {
+    headers
+        .get(SESSION_HEADER)
+        .and_then(|value| value.to_str().ok())
+        .map(str::trim)
+        .filter(|value| !value.is_empty())
+        .map(str::to_string)
+}
+
+async fn chat_completions(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+) -> Response {
+    let job = parse::<ChatRequest>(body, state.config.max_body_bytes)
+        .and_then(|request| chat_job(&state, request, session(&headers)));
+    match job {
+        Ok(job) => answer(&state, job, Shape::Chat).await,
+        Err(error) => error.into_response(),
+    }
+}
+
+async fn completions(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+) -> Response {
+    let job = parse::<CompletionRequest>(body, state.config.max_body_bytes)
+        .and_then(|request| completion_job(&state, request, session(&headers)));
+    match job {
+        Ok(job) => answer(&state, job, Shape::Completion).await,
+        Err(error) => error.into_response(),
+    }
+}
+
+async fn models(State(state): State<AppState>) -> Json<serde_json::Value> {
+    Json(json!({"object": "list", "data": [{
+        "id": state.config.model_name, "object": "model", "created": state.started, "owned_by": "tessera",
+    }]}))
+}
+
+async fn metrics(State(state): State<AppState>) -> Response {
+    match state.engine.metrics().recv().await {
+        Ok(metrics) => (
+            [(header::CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8")],
+            prometheus(&metrics),
+        )
+            .into_response(),
+        Err(error) => ApiError::from(error).into_response(),
+    }
+}
+
+/// 200 while the engine answers, 503 once it has stopped.
+async fn health(State(state): State<AppState>) -> Response {
+    match state.engine.metrics().recv().await {
+        Ok(metrics) => Json(json!({
+            "status": "ok",
+            "requests_running": metrics.requests_running,
+            "requests_waiting": metrics.requests_waiting,
+        }))
+        .into_response(),
+        Err(_) => (StatusCode::SERVICE_UNAVAILABLE, Json(json!({"status": "stopped"}))).into_response(),
+    }
+}
+
+async fn not_found(uri: Uri) -> Response {
+    ApiError::not_found(uri.path()).into_response()
+}

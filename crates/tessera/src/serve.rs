@@ -1,0 +1,105 @@
+//! `tessera serve`: the OpenAI-compatible server on one model.
+
+use crate::model_files::{fingerprint, load_model, model_name, ModelArgs};
+use anyhow::{bail, Context, Result};
+use std::path::PathBuf;
+use std::time::Duration;
+use tessera_engine::{EngineConfig, EngineHandle};
+use tessera_server::{serve, shutdown_signal, AppState, ServerConfig, DEFAULT_MAX_BODY_BYTES};
+
+/// Arguments of `tessera serve`.
+#[derive(Debug, clap::Args)]
+pub struct ServeArgs {
+    #[command(flatten)]
+    model: ModelArgs,
+    /// Address to bind (use 0.0.0.0 to accept connections from other machines).
+    #[arg(long, default_value = "127.0.0.1")]
+    host: String,
+    /// Port to bind.
+    #[arg(long, default_value_t = 8080)]
+    port: u16,
+    /// Require `Authorization: Bearer KEY` on every route but /health.
+    #[arg(long, env = "TESSERA_API_KEY", hide_env_values = true)]
+    api_key: Option<String>,
+    /// The model id clients see in /v1/models and responses (default: the model file's name).
+    #[arg(long)]
+    served_model_name: Option<String>,
+    /// Token slots in the KV pool, shared by running requests and the prefix cache.
+    #[arg(long, default_value_t = 16384)]
+    kv_cache_tokens: usize,
+    /// Persist the prefix cache in this folder (restored at start, saved at shutdown).
+    #[arg(long)]
+    kv_cache_dir: Option<PathBuf>,
+    /// Most sequences decoding at once.
+    #[arg(long, default_value_t = 16)]
+    max_running: usize,
+    /// Most requests queued for admission; more get 429.
+    #[arg(long, default_value_t = 256)]
+    max_waiting: usize,
+    /// Tokens per forward pass (decode tokens plus prefill chunks).
+    #[arg(long, default_value_t = 512)]
+    max_batch_tokens: usize,
+    /// Largest request body in bytes; larger bodies get 413.
+    #[arg(long, default_value_t = DEFAULT_MAX_BODY_BYTES)]
+    max_body_bytes: usize,
+    /// Seconds in-flight requests may take to finish after SIGINT/SIGTERM before they are cancelled.
+    #[arg(long, default_value_t = 30)]
+    shutdown_grace_secs: u64,
+}
+
+pub fn run(args: ServeArgs) -> Result<()> {
+    if args.max_body_bytes == 0 {
+        bail!("--max-body-bytes must be at least 1");
+    }
+    let name = match &args.served_model_name {
+        Some(name) => name.clone(),
+        None => model_name(&args.model)?,
+    };
+    let model_fingerprint = match &args.kv_cache_dir {
+        Some(_) => Some(fingerprint(&args.model)?),
+        None => None,
+    };
+    let loaded = load_model(&args.model)?;
+    let config = EngineConfig {
+        max_running: args.max_running,
+        max_waiting: args.max_waiting,
+        max_batch_tokens: args.max_batch_tokens,
+        kv_cache_dir: args.kv_cache_dir.clone(),
+        model_fingerprint,
+        ..EngineConfig::for_tokens(args.kv_cache_tokens)
+    };
+    let engine = EngineHandle::start(loaded, config).context("starting the engine")?;
+    let state = AppState::new(
+        engine,
+        ServerConfig {
+            model_name: name.clone(),
+            api_key: args.api_key.clone(),
+            max_body_bytes: args.max_body_bytes,
+            shutdown_grace: Duration::from_secs(args.shutdown_grace_secs),
+        },
+    );
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .context("starting the async runtime")?;
+    runtime.block_on(async move {
+        let address = format!("{}:{}", args.host, args.port);
+        let listener = tokio::net::TcpListener::bind(&address)
+            .await
+            .with_context(|| format!("binding {address} (is another server using the port? try --port)"))?;
+        let bound = listener.local_addr().context("reading the bound address")?;
+        eprintln!(
+            "tessera: serving {name} on http://{bound}/v1 (KV pool {} tokens{}); Ctrl-C stops",
+            args.kv_cache_tokens,
+            if args.api_key.is_some() {
+                ", API key required"
+            } else {
+                ""
+            },
+        );
+        serve(listener, state, shutdown_signal()).await.context("serving")
+    })?;
+    eprintln!("tessera: stopped");
+    Ok(())
+}

@@ -1,0 +1,123 @@
+//! The server over a real socket on the real model: a chat completion end to
+//! end, a client that disconnects mid-stream (its request is cancelled and
+//! its blocks freed), and a graceful shutdown that lets an in-flight stream
+//! finish.
+
+mod common;
+
+use serde_json::{json, Value};
+use std::net::SocketAddr;
+use std::time::{Duration, Instant};
+use tessera_engine::{EngineConfig, EngineHandle};
+use tessera_model::LoadOptions;
+use tessera_server::{serve, AppState, ServerConfig};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::oneshot;
+
+/// A server on an ephemeral port; sending on the returned channel shuts it down.
+async fn start() -> (
+    SocketAddr,
+    EngineHandle,
+    oneshot::Sender<()>,
+    tokio::task::JoinHandle<std::io::Result<()>>,
+) {
+    let engine = EngineHandle::start(common::load(&LoadOptions::default()), EngineConfig::for_tokens(8192)).unwrap();
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let address = listener.local_addr().unwrap();
+    let (stop, stopped) = oneshot::channel::<()>();
+    let state = AppState::new(engine.clone(), ServerConfig::default());
+    let server = tokio::spawn(serve(listener, state, async {
+        let _ = stopped.await;
+    }));
+    (address, engine, stop, server)
+}
+
+/// Open a connection and send a POST of `body` to `path`.
+async fn open(address: SocketAddr, path: &str, body: &Value) -> TcpStream {
+    let mut socket = TcpStream::connect(address).await.unwrap();
+    let body = body.to_string();
+    let request = format!(
+        "POST {path} HTTP/1.1\r\nHost: {address}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    );
+    socket.write_all(request.as_bytes()).await.unwrap();
+    socket
+}
+
+/// The whole response (the connection closes after it).
+async fn read_all(mut socket: TcpStream) -> String {
+    let mut bytes = Vec::new();
+    socket.read_to_end(&mut bytes).await.unwrap();
+    String::from_utf8(bytes).unwrap()
+}
+
+async fn wait_idle(engine: &EngineHandle) -> tessera_engine::EngineMetrics {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let metrics = engine.metrics().recv().await.unwrap();
+        if metrics.requests_running == 0 && metrics.requests_waiting == 0 {
+            assert_eq!(metrics.kv_blocks_used, 0, "{metrics:?}");
+            return metrics;
+        }
+        assert!(Instant::now() < deadline, "never idle: {metrics:?}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_chat_completion_over_a_socket() {
+    let (address, engine, stop, server) = start().await;
+    let body = json!({"messages": [{"role": "user", "content": "Say hello."}], "max_tokens": 8, "temperature": 0});
+    let response = read_all(open(address, "/v1/chat/completions", &body).await).await;
+    assert!(response.starts_with("HTTP/1.1 200"), "{response}");
+    let json_start = response.find("\r\n\r\n").unwrap() + 4;
+    let answer: Value = serde_json::from_str(&response[json_start..]).unwrap();
+    assert_eq!(answer["object"], "chat.completion");
+    assert!(!answer["choices"][0]["message"]["content"].as_str().unwrap().is_empty());
+    wait_idle(&engine).await;
+    stop.send(()).unwrap();
+    server.await.unwrap().unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_disconnected_client_cancels_its_request() {
+    let (address, engine, stop, server) = start().await;
+    let body = json!({"messages": [{"role": "user", "content": "Write a long story about a lighthouse."}],
+        "max_tokens": 2000, "temperature": 0, "stream": true});
+    let mut socket = open(address, "/v1/chat/completions", &body).await;
+    // Read until the first content chunk, then hang up.
+    let mut seen = Vec::new();
+    let mut buffer = [0u8; 4096];
+    while !String::from_utf8_lossy(&seen).contains("\"content\":\"") || seen.len() < 600 {
+        let n = socket.read(&mut buffer).await.unwrap();
+        assert!(n > 0, "the stream ended early: {}", String::from_utf8_lossy(&seen));
+        seen.extend_from_slice(&buffer[..n]);
+    }
+    assert!(engine.metrics().recv().await.unwrap().requests_running == 1);
+    drop(socket);
+    let metrics = wait_idle(&engine).await;
+    assert_eq!(metrics.requests_cancelled, 1, "{metrics:?}");
+    assert!(metrics.generated_tokens < 2000, "generation went on: {metrics:?}");
+    stop.send(()).unwrap();
+    server.await.unwrap().unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shutdown_lets_an_in_flight_stream_finish() {
+    let (address, engine, stop, server) = start().await;
+    let body = json!({"prompt": "Once upon a time", "max_tokens": 24, "temperature": 0, "stream": true});
+    let mut socket = open(address, "/v1/completions", &body).await;
+    let mut first = [0u8; 64];
+    let n = socket.read(&mut first).await.unwrap();
+    assert!(n > 0);
+    stop.send(()).unwrap();
+    let rest = read_all(socket).await;
+    assert!(rest.contains("data: [DONE]"), "the stream was cut: {rest}");
+    assert!(rest.contains("\"finish_reason\":\"length\""), "{rest}");
+    server.await.unwrap().unwrap();
+    // The engine was shut down after the stream: it answers no more.
+    assert!(engine.metrics().recv().await.is_err());
+    // And the port is closed.
+    assert!(TcpStream::connect(address).await.is_err());
+}
