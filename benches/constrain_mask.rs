@@ -37,7 +37,7 @@ fn tools() -> Arc<CompiledTools> {
     tools.push(ToolDef {
         name: "web_find".into(),
         description: String::new(),
-        parameters: json!({"type": "object", "properties": {"query": {"type": "string"}, "limit": {"type": "integer"}}}),
+        parameters: json!({"type": "object", "properties": {"query": {"type": "string"}, "limit": {"type": "integer"}}, "additionalProperties": true}),
     });
     Arc::new(CompiledTools::compile(&tools).expect("compiling tools"))
 }

@@ -28,7 +28,7 @@ fn tools() -> Arc<CompiledTools> {
         ),
         def(
             "browser_find",
-            json!({"type": "object", "properties": {"query": {"type": "string"}, "limit": {"type": "integer"}}, "required": ["query"]}),
+            json!({"type": "object", "properties": {"query": {"type": "string"}, "limit": {"type": "integer"}}, "required": ["query"], "additionalProperties": true}),
         ),
         def(
             "shell_run",

@@ -1,7 +1,8 @@
 //! JSON Schema → a small arena of value shapes the argument automaton walks.
 //!
 //! Supported: `type` (one or a list), `properties`, `required`,
-//! `additionalProperties` (bool or schema; default true), `items`, `minItems`,
+//! `additionalProperties` (bool or schema; when absent: false if the object
+//! declares `properties`, true if it declares none), `items`, `minItems`,
 //! `maxItems`, `enum`, `const`, `anyOf`/`oneOf` of alternatives that differ in
 //! their first byte (an object and a string, a number and null...).
 //! Annotations (`description`, `title`, `default`, `examples`, `$schema`...)
@@ -347,7 +348,12 @@ impl SchemaArena {
             props.push(self.compile(schema, &at.child(&format!("properties/{name}")))?);
         }
         let required = self.required(map, &names, at)?;
+        // Absent `additionalProperties` means "any key" in JSON Schema; for generation that
+        // lets a small model wander into invented keys for thousands of tokens. Like
+        // XGrammar's strict mode, an object that declares its properties keeps to them
+        // unless the schema says otherwise; an object declaring none stays open.
         let additional = match map.get("additionalProperties") {
+            None if !properties.is_empty() => None,
             None | Some(Value::Bool(true)) => Some(self.any),
             Some(Value::Bool(false)) => None,
             Some(schema @ Value::Object(_)) => Some(self.compile(schema, &at.child("additionalProperties"))?),

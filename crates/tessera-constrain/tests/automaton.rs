@@ -131,6 +131,27 @@ fn nesting_arrays_and_bounds() {
 }
 
 #[test]
+fn an_absent_additional_properties_closes_declared_objects_only() {
+    check(
+        json!({"type": "object", "properties": {"a": {"type": "integer"}}}),
+        &[
+            (r#"{"a": 1}"#, true),
+            (r#"{}"#, true),
+            (r#"{"a": 1, "b": 2}"#, false),
+            (r#"{"ab": 1}"#, false),
+        ],
+    );
+    check(
+        json!({"type": "object", "properties": {"a": {"type": "integer"}}, "additionalProperties": true}),
+        &[(r#"{"a": 1, "b": [null]}"#, true)],
+    );
+    check(
+        json!({"type": "object"}),
+        &[(r#"{"anything": {"goes": [1, "x"]}}"#, true), (r#"{}"#, true)],
+    );
+}
+
+#[test]
 fn enums_consts_unions_and_additional_properties() {
     let schema = json!({"type": "object", "properties": {
         "color": {"enum": ["red", "green", 10, 1]},

@@ -1,0 +1,11 @@
+#!/usr/bin/env bash
+# A virtualenv outside the repo with the official `openai` Python client and `jsonschema`, for the
+# client test (crates/tessera/tests/openai_client.rs) and the load test (scripts/load_test.py).
+# Prints the interpreter's path. Reuses the venv when it already has both packages.
+set -euo pipefail
+venv="${TESSERA_OPENAI_VENV:-$HOME/.cache/tessera/openai-venv}"
+if ! "$venv/bin/python" -c "import openai, jsonschema" 2>/dev/null; then
+    python3 -m venv "$venv" >&2
+    "$venv/bin/pip" install --quiet --disable-pip-version-check "openai>=1.40,<3" "jsonschema>=4" >&2
+fi
+echo "$venv/bin/python"
