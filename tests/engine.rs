@@ -392,3 +392,60 @@ fn a_stop_string_ends_generation_where_it_appears() {
     );
     assert_baseline(&engine);
 }
+
+/// A session's last prefix survives other traffic that would have evicted it,
+/// and the pin gives way when a running sequence needs the blocks.
+#[test]
+fn a_sessions_prefix_stays_warm_under_pressure_and_yields_when_needed() {
+    // 40 blocks of 16 tokens: one 300-token prompt plus generation is half the pool.
+    let engine = start(EngineConfig::for_tokens(640));
+    let mine = encode(&long_prompt());
+    let session = |prompt: &Vec<u32>, session: Option<&str>| GenerateRequest {
+        session: session.map(std::sync::Arc::from),
+        ..GenerateRequest::greedy(prompt.clone(), 4)
+    };
+    let others: Vec<Vec<u32>> = (0..3)
+        .map(|i| {
+            encode(&format!(
+                "Story {i}: {}",
+                long_prompt().replace("Rust", &format!("Zig {i}"))
+            ))
+        })
+        .collect();
+    let run = |request| engine.submit(request).unwrap().wait().unwrap();
+    // Without a session, three other prompts evict most of this one.
+    run(session(&mine, None));
+    for other in &others {
+        run(session(other, None));
+    }
+    let cold = run(session(&mine, None)).completion.usage.cached_tokens;
+    engine.clear_prefix_cache().wait().unwrap();
+    // With a session, its prefix (up to a quarter of the pool) is pinned and stays.
+    run(session(&mine, Some("agent-1")));
+    let pinned = engine.metrics().wait().unwrap();
+    assert_eq!(pinned.sessions_pinned, 1);
+    assert_eq!(pinned.kv_blocks_pinned, 10, "a quarter of 40 blocks: {pinned:?}");
+    for other in &others {
+        run(session(other, None));
+    }
+    let warm = run(session(&mine, Some("agent-1"))).completion.usage.cached_tokens;
+    assert!(
+        warm >= 160 && warm > cold,
+        "pinned {warm} vs unpinned {cold} cached tokens"
+    );
+    // A request needing the whole pool unpins the session instead of failing.
+    // 568 tokens = 36 blocks: more than the 30 the pins leave.
+    let huge = encode(&format!(
+        "Essay: {} {}",
+        long_prompt().replace("Rust", "Go"),
+        long_prompt()
+    ));
+    let out = run(GenerateRequest {
+        stop_at_eos: false,
+        ..GenerateRequest::greedy(huge[..560].to_vec(), 8)
+    });
+    assert_eq!(out.tokens.len(), 8);
+    let after = assert_baseline(&engine);
+    assert_eq!(after.kv_blocks_pinned, 0, "{after:?}");
+    assert_eq!(after.kv_blocks_free + after.kv_blocks_cached, after.kv_blocks_total);
+}

@@ -1,6 +1,7 @@
 //! Thousands of random requests through the engine on a tiny random model: random
 //! prompts over a few shared prefixes, random lengths, random cancellations at
-//! random points, a pool small enough to force evictions and preemptions. Every
+//! random points, half the requests in one of 5 sessions (their prefixes pinned),
+//! a pool small enough to force evictions, unpinning and preemptions. Every
 //! request that finishes must equal the single-sequence greedy run, and at the
 //! end nothing may leak: no referenced block, every request accounted for.
 
@@ -96,8 +97,11 @@ fn thousands_of_random_requests_leak_nothing() {
         while submitted < REQUESTS && flights.len() < IN_FLIGHT {
             let prompt = random_prompt(&mut rng, &prefixes);
             let max_tokens = 1 + rng.below(20);
+            // Half the requests belong to one of 5 sessions, whose prefixes get pinned.
+            let session = (rng.below(2) == 0).then(|| std::sync::Arc::from(format!("s{}", rng.below(5))));
             let request = GenerateRequest {
                 stop_at_eos: false,
+                session,
                 ..GenerateRequest::greedy(prompt.clone(), max_tokens)
             };
             let cancel_after = (rng.below(3) == 0).then(|| rng.below(max_tokens));
@@ -127,9 +131,14 @@ fn thousands_of_random_requests_leak_nothing() {
     };
     assert_eq!(metrics.kv_blocks_used, 0, "{metrics:?}");
     assert_eq!(
-        metrics.kv_blocks_free + metrics.kv_blocks_cached,
+        metrics.kv_blocks_free + metrics.kv_blocks_cached + metrics.kv_blocks_pinned,
         metrics.kv_blocks_total
     );
+    assert!(metrics.kv_blocks_pinned <= metrics.kv_blocks_total / 4, "{metrics:?}");
+    // Clearing the cache lets the pins go too: the pool is back to its baseline.
+    engine.clear_prefix_cache().wait().unwrap();
+    let cleared = engine.metrics().wait().unwrap();
+    assert_eq!(cleared.kv_blocks_free, cleared.kv_blocks_total, "{cleared:?}");
     assert_eq!(metrics.requests_failed, 0);
     assert_eq!(
         (metrics.requests_finished + metrics.requests_cancelled) as usize,

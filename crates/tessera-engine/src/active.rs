@@ -41,6 +41,8 @@ pub(crate) struct Active {
     pub cached_tokens: Option<usize>,
     /// The tool-call constraint, when the request has one.
     pub matcher: Option<ToolCallMatcher>,
+    /// The client's session, whose prefix is pinned when this request finishes.
+    pub session: Option<std::sync::Arc<str>>,
 }
 
 /// When things happened to a request.
@@ -63,6 +65,7 @@ impl Active {
         Self {
             id,
             prompt_len: request.prompt.len(),
+            session: request.session,
             tokens: request.prompt,
             kv: Sequence::new(),
             sampler,

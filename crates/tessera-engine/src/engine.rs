@@ -6,6 +6,7 @@
 use crate::active::Active;
 use crate::handle::Shared;
 use crate::scheduler::{Chunk, Resources, Scheduler};
+use crate::sessions::SessionPins;
 use crate::{
     persist, Completion, EngineConfig, EngineError, EngineMetrics, Event, FinishReason, Timings, ToolOutput, Usage,
 };
@@ -43,6 +44,8 @@ pub(crate) struct Engine {
     pub scheduler: Scheduler,
     pub metrics: EngineMetrics,
     pub shared: Arc<Shared>,
+    /// The last prefix of recently active sessions, kept referenced.
+    pub pins: SessionPins,
 }
 
 /// Whether the loop goes on after a command.
@@ -83,6 +86,7 @@ impl Engine {
                 let _ = reply.send(Ok(self.snapshot()));
             }
             Command::ClearPrefixCache(reply) => {
+                self.pins.clear(&mut self.pool);
                 let cached = self.pool.num_cached();
                 self.pool.clear_cache();
                 let _ = reply.send(Ok(cached));
@@ -111,7 +115,9 @@ impl Engine {
         let stats = self.pool.stats();
         EngineMetrics {
             kv_blocks_total: stats.total,
-            kv_blocks_used: stats.used,
+            kv_blocks_used: stats.used - self.pins.blocks(),
+            kv_blocks_pinned: self.pins.blocks(),
+            sessions_pinned: self.pins.sessions(),
             kv_blocks_cached: stats.cached,
             kv_blocks_free: stats.free,
             kv_bytes_per_block: self.kv.allocated_bytes() / stats.total.max(1),
@@ -134,7 +140,7 @@ impl Engine {
         };
         let admitted = self.scheduler.admit(&mut resources);
         self.dequeued(admitted);
-        let plan = self.scheduler.plan(&mut self.pool, &mut self.metrics);
+        let plan = self.scheduler.plan(&mut self.pool, &mut self.pins, &mut self.metrics);
         for seq in plan.exhausted {
             self.finish(seq, FinishReason::Length);
         }
@@ -231,6 +237,12 @@ impl Engine {
 
     /// End a request normally: free its blocks (full ones stay cached) and send the completion.
     fn finish(&mut self, mut seq: Active, mut reason: FinishReason) {
+        if let Some(session) = seq.session.clone() {
+            // Its full blocks are indexed; pinning them keeps the next turn's prefix warm.
+            let full = seq.kv.len() / self.pool.block_size();
+            let blocks = seq.kv.table().blocks()[..full].to_vec();
+            self.pins.pin(session, &blocks, &mut self.pool);
+        }
         seq.kv.release(&mut self.pool);
         let tool_output = self.tool_output(&seq);
         if reason == FinishReason::Stop && tool_output.as_ref().is_some_and(|o| !o.parsed.calls.is_empty()) {

@@ -7,6 +7,7 @@ use crate::active::Active;
 use crate::engine::{Command, Engine};
 use crate::request::{MAX_STOP_BYTES, MAX_STOP_STRINGS};
 use crate::scheduler::Scheduler;
+use crate::sessions::SessionPins;
 use crate::{persist, Completion, EngineConfig, EngineError, EngineMetrics, Event, GenerateRequest};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -55,6 +56,7 @@ impl EngineHandle {
             persist::restore(dir, fingerprint, &mut pool, &mut kv);
         }
         let tokenizer = Arc::new(tokenizer);
+        let pool_blocks = config.kv_blocks;
         let envelope = Envelope::new(CallFormat::detect(template.source()));
         let envelope = envelope
             .clone()
@@ -79,6 +81,7 @@ impl EngineHandle {
             config,
             metrics: EngineMetrics::default(),
             shared: shared.clone(),
+            pins: SessionPins::new(pool_blocks),
         };
         let (commands, receiver) = mpsc::unbounded_channel();
         std::thread::Builder::new()

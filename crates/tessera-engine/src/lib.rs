@@ -29,6 +29,7 @@ mod metrics;
 mod persist;
 mod request;
 mod scheduler;
+mod sessions;
 
 pub use config::EngineConfig;
 pub use error::EngineError;

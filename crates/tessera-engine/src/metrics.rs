@@ -93,6 +93,10 @@ pub struct EngineMetrics {
     pub kv_blocks_total: usize,
     /// Blocks referenced by running sequences.
     pub kv_blocks_used: usize,
+    /// Blocks kept referenced for recently active sessions (not evictable).
+    pub kv_blocks_pinned: usize,
+    /// Sessions whose last prefix is pinned.
+    pub sessions_pinned: usize,
     /// Unreferenced blocks kept for prefix hits (evictable).
     pub kv_blocks_cached: usize,
     /// Blocks with no content.
@@ -136,6 +140,8 @@ impl Default for EngineMetrics {
             prefix_hit_tokens: 0,
             kv_blocks_total: 0,
             kv_blocks_used: 0,
+            kv_blocks_pinned: 0,
+            sessions_pinned: 0,
             kv_blocks_cached: 0,
             kv_blocks_free: 0,
             kv_bytes_per_block: 0,

@@ -6,6 +6,7 @@
 //! requeued at the front. Cost: O(running²) per step with running ≤ `max_running`.
 
 use crate::active::Active;
+use crate::sessions::SessionPins;
 use crate::EngineMetrics;
 use std::collections::VecDeque;
 use std::time::Instant;
@@ -163,7 +164,7 @@ impl Scheduler {
 
     /// Plan this step: one token for each decoding sequence, then prefill chunks,
     /// within the token budget, reserving blocks and preempting as needed.
-    pub fn plan(&mut self, pool: &mut BlockPool, metrics: &mut EngineMetrics) -> Plan {
+    pub fn plan(&mut self, pool: &mut BlockPool, pins: &mut SessionPins, metrics: &mut EngineMetrics) -> Plan {
         let mut plan = Plan::default();
         for decoding in [true, false] {
             let mut i = 0;
@@ -174,7 +175,7 @@ impl Scheduler {
                     continue;
                 }
                 let want = seq.pending().min(self.max_batch_tokens - plan.tokens());
-                match self.make_room(i, want, pool, &mut plan, metrics) {
+                match self.make_room(i, want, (pool, &mut *pins), &mut plan, metrics) {
                     Room::Granted(len) => {
                         plan.chunks.push(Chunk {
                             seq: self.running[i].id,
@@ -191,12 +192,13 @@ impl Scheduler {
     }
 
     /// Reserve blocks for `want` more tokens of `running[i]`: a smaller chunk if
-    /// that is all that fits, else preempt the newest sequence and retry.
+    /// that is all that fits, else unpin the least recently active session, else
+    /// preempt the newest sequence, and retry.
     fn make_room(
         &mut self,
         i: usize,
         want: usize,
-        pool: &mut BlockPool,
+        (pool, pins): (&mut BlockPool, &mut SessionPins),
         plan: &mut Plan,
         metrics: &mut EngineMetrics,
     ) -> Room {
@@ -208,6 +210,9 @@ impl Scheduler {
             let room = seq.kv.room(pool).min(want);
             if room > 0 && seq.kv.reserve(pool, room) {
                 return Room::Granted(room);
+            }
+            if pins.unpin_oldest(pool) {
+                continue;
             }
             let newest = self.running.len() - 1;
             if newest == 0 {

@@ -62,11 +62,21 @@ pub fn prometheus(metrics: &EngineMetrics) -> String {
     for (name, help, value) in counters {
         metric(&mut out, name, help, "counter", value as f64);
     }
-    let gauges: [(&str, &str, usize); 7] = [
+    let gauges: [(&str, &str, usize); 9] = [
         (
             "tessera_kv_blocks_used",
             "K/V blocks referenced by running sequences.",
             metrics.kv_blocks_used,
+        ),
+        (
+            "tessera_kv_blocks_pinned",
+            "K/V blocks kept for recently active sessions.",
+            metrics.kv_blocks_pinned,
+        ),
+        (
+            "tessera_sessions_pinned",
+            "Sessions whose last prefix is kept.",
+            metrics.sessions_pinned,
         ),
         (
             "tessera_kv_blocks_cached",
