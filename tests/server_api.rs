@@ -212,6 +212,37 @@ async fn bad_inputs_get_their_status_and_name_the_field() {
         Some("prompt"),
         "one prompt",
     );
+    for (body, param) in [
+        (r#"{"prompt": "a", "echo": true}"#, "echo"),
+        (r#"{"prompt": "a", "logprobs": 2}"#, "logprobs"),
+        (r#"{"prompt": "a", "best_of": 3}"#, "best_of"),
+    ] {
+        let (status, text) = send(&state, "POST", "/v1/completions", body, &[]).await;
+        assert_error(
+            status,
+            &serde_json::from_str(&text).unwrap(),
+            ok,
+            Some(param),
+            "supported",
+        );
+    }
+    let long_prompt = json!({"prompt": "word ".repeat(9000), "max_tokens": 1}).to_string();
+    let (status, text) = send(&state, "POST", "/v1/completions", &long_prompt, &[]).await;
+    assert_error(
+        status,
+        &serde_json::from_str(&text).unwrap(),
+        ok,
+        Some("prompt"),
+        "context",
+    );
+    let (status, text) = send(&state, "GET", "/v1/chat/completions", "", &[]).await;
+    let body = serde_json::from_str(&text).unwrap();
+    assert_error(status, &body, StatusCode::METHOD_NOT_ALLOWED, None, "GET");
+    // A call without arguments may come back as "" in the history: read as {}.
+    let history = json!({"messages": [{"role": "assistant", "content": null, "tool_calls": [{"id": "c", "type": "function", "function": {"name": "f", "arguments": ""}}]},
+        {"role": "user", "content": "ok"}], "max_tokens": 1});
+    let (status, answer) = post(&state, history).await;
+    assert_eq!(status, StatusCode::OK, "{answer}");
     wait_for_baseline(&state).await;
 }
 

@@ -44,7 +44,7 @@ pub fn parse_response(text: &str, format: CallFormat) -> Result<ParsedResponse, 
     let opener = match format {
         CallFormat::Hermes => "<tool_call>",
         CallFormat::Mistral => "[TOOL_CALLS]",
-        CallFormat::Llama3Json => "{\"name\"",
+        CallFormat::Llama3Json => "{\"name\": \"",
     };
     let mut parsed = ParsedResponse::default();
     let mut content = String::new();

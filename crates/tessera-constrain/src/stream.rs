@@ -63,7 +63,8 @@ impl CallStreamParser {
         let opener = match format {
             CallFormat::Hermes => "<tool_call>",
             CallFormat::Mistral => "[TOOL_CALLS]",
-            CallFormat::Llama3Json => "{\"name\"",
+            // The automaton's opener exactly: `{"name":"x"` without the space is free text.
+            CallFormat::Llama3Json => "{\"name\": \"",
         };
         Self {
             opener,
@@ -329,6 +330,8 @@ mod tests {
             "{\"name\": \"get\", \"parameters\": {\"id\": 4, \"s\": \"}\"}}",
         );
         same_as_whole(CallFormat::Hermes, "No call at all, just < and <tool.");
+        // Compact JSON is not the Llama opener (`{"name": "` with its space): it is free text.
+        same_as_whole(CallFormat::Llama3Json, "Data: {\"name\":\"Bob\",\"age\":3}");
     }
 
     #[test]

@@ -275,6 +275,24 @@ pub struct CompletionRequest {
     /// Only 1 is supported.
     #[serde(default)]
     pub n: Option<u32>,
+    /// Only false is supported.
+    #[serde(default)]
+    pub echo: Option<bool>,
+    /// Not supported (only absent or 0).
+    #[serde(default)]
+    pub logprobs: Option<u32>,
+    /// Not supported.
+    #[serde(default)]
+    pub suffix: Option<String>,
+    /// Only 1 is supported.
+    #[serde(default)]
+    pub best_of: Option<u32>,
+    /// Only 0 is supported.
+    #[serde(default)]
+    pub presence_penalty: Option<f32>,
+    /// Only 0 is supported.
+    #[serde(default)]
+    pub frequency_penalty: Option<f32>,
 }
 
 /// `prompt`.

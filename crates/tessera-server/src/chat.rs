@@ -47,8 +47,16 @@ pub fn chat_job(state: &AppState, body: ChatRequest, session: Option<String>) ->
     let tools = tool_constraint(state, &defs, body.tool_choice.as_ref(), body.parallel_tool_calls)?;
     let response_schema = response_schema(body.response_format.as_ref())?;
     let max_tokens = max_tokens(state, prompt.len(), body.max_completion_tokens.or(body.max_tokens))?;
-    let stops = stop_strings(body.stop)?;
-    let call_format = tools.as_ref().map(|_| format);
+    // Stop strings end free text; a JSON response is one value, never cut.
+    let stops = match response_schema {
+        Some(_) => Vec::new(),
+        None => stop_strings(body.stop)?,
+    };
+    // In `none` mode no call can complete: everything is content.
+    let call_format = tools
+        .as_ref()
+        .filter(|t| t.choice.mode != CallMode::None)
+        .map(|_| format);
     let request = GenerateRequest {
         sampling: sampling(state, body.temperature, body.top_p, body.seed),
         stop_strings: stops.clone(),
@@ -118,17 +126,17 @@ pub(crate) fn check_temperature(temperature: Option<f32>) -> Result<(), ApiError
     }
 }
 
-/// The requested limit, or what is left of the context; the prompt and the
-/// limit together must fit the context.
+/// The requested limit, or the server's default capped by what is left of the
+/// context; the prompt and a requested limit together must fit the context.
 pub(crate) fn max_tokens(state: &AppState, prompt: usize, requested: Option<u64>) -> Result<usize, ApiError> {
     let context = state.engine.model_config().max_context;
     let room = context.saturating_sub(prompt);
     match requested {
-        None if room == 0 => Err(ApiError::invalid(
+        _ if room == 0 => Err(ApiError::invalid(
             "messages",
             format!("the prompt is {prompt} tokens, which fills the model's context of {context} tokens"),
         )),
-        None => Ok(room),
+        None => Ok(room.min(state.config.default_max_tokens)),
         Some(0) => Err(ApiError::invalid("max_tokens", "max_tokens must be at least 1")),
         Some(n) if n as usize > room => Err(ApiError::invalid(
             "max_tokens",
@@ -165,13 +173,19 @@ fn tool_constraint(
     let tools = state
         .tool_sets
         .lock()
-        .map_err(|_| ApiError::internal("the tool-set cache", &"a thread panicked holding it"))?
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
         .get_or_compile(defs)
         .map_err(|error| ApiError::invalid("tools", error.to_string()))?;
+    // A single forced function is called once, as OpenAI does.
+    let single = choice.mode == CallMode::Required
+        && choice
+            .allowed
+            .as_ref()
+            .is_some_and(|names| names.len() == 1 && !names[0].ends_with('*'));
     Ok(Some(ToolConstraint {
         tools,
         choice: ToolChoice {
-            parallel: parallel.unwrap_or(true),
+            parallel: parallel.unwrap_or(true) && !single,
             ..choice
         },
     }))

@@ -10,12 +10,40 @@ use tessera_engine::GenerateRequest;
 /// OpenAI's default completion length.
 const DEFAULT_MAX_TOKENS: u64 = 16;
 
+/// Parameters Tessera does not implement are refused, not silently ignored
+/// (an evaluation harness asking for `echo` or `logprobs` must not get wrong scores).
+fn unsupported(body: &CompletionRequest) -> Result<(), ApiError> {
+    check_temperature(body.temperature)?;
+    let refuse = |param: &str, what: &str| Err(ApiError::invalid(param, format!("{param}: {what}")));
+    if body.n.is_some_and(|n| n != 1) {
+        return refuse("n", "only n = 1 is supported");
+    }
+    if body.best_of.is_some_and(|n| n != 1) {
+        return refuse("best_of", "only best_of = 1 is supported");
+    }
+    if body.echo == Some(true) {
+        return refuse("echo", "echo is not supported");
+    }
+    if body.logprobs.is_some_and(|n| n > 0) {
+        return refuse("logprobs", "logprobs are not supported");
+    }
+    if body.suffix.as_deref().is_some_and(|s| !s.is_empty()) {
+        return refuse("suffix", "suffix (insertion) is not supported");
+    }
+    for (param, value) in [
+        ("presence_penalty", body.presence_penalty),
+        ("frequency_penalty", body.frequency_penalty),
+    ] {
+        if value.is_some_and(|v| v != 0.0) {
+            return refuse(param, "only 0 is supported");
+        }
+    }
+    Ok(())
+}
+
 /// Validate `body` into a job; `session` is the `X-Session-Id` header, if sent.
 pub fn completion_job(state: &AppState, body: CompletionRequest, session: Option<String>) -> Result<Job, ApiError> {
-    check_temperature(body.temperature)?;
-    if body.n.is_some_and(|n| n != 1) {
-        return Err(ApiError::invalid("n", "only n = 1 is supported"));
-    }
+    unsupported(&body)?;
     let text = match body.prompt {
         PromptSpec::One(text) => text,
         PromptSpec::Many(mut many) if many.len() == 1 => many.remove(0),

@@ -77,6 +77,17 @@ impl ApiError {
         }
     }
 
+    /// 405: the route exists, not with this method.
+    pub fn method_not_allowed(method: &str, path: &str) -> Self {
+        Self {
+            status: StatusCode::METHOD_NOT_ALLOWED,
+            message: format!("{method} is not allowed on {path}"),
+            kind: "invalid_request_error",
+            param: None,
+            code: Some("method_not_allowed"),
+        }
+    }
+
     /// 500: something failed inside; the details go to the log only.
     pub fn internal(context: &str, error: &dyn std::fmt::Display) -> Self {
         tracing::error!(%error, "{context}");

@@ -39,6 +39,9 @@ pub struct ServerConfig {
     /// After SIGINT/SIGTERM, how long in-flight requests may take to finish
     /// before they are cancelled.
     pub shutdown_grace: Duration,
+    /// Most tokens a response gets when the request names no limit (a small
+    /// model can wander inside a string argument for the whole context).
+    pub default_max_tokens: usize,
 }
 
 impl Default for ServerConfig {
@@ -48,9 +51,13 @@ impl Default for ServerConfig {
             api_key: None,
             max_body_bytes: DEFAULT_MAX_BODY_BYTES,
             shutdown_grace: Duration::from_secs(30),
+            default_max_tokens: DEFAULT_MAX_TOKENS,
         }
     }
 }
+
+/// Default response length when a request sets none.
+pub const DEFAULT_MAX_TOKENS: usize = 1024;
 
 /// Default request body limit: 8 MiB (a long agent context with tool schemas
 /// is well under 1 MiB).

@@ -141,11 +141,18 @@ impl Pipeline {
                         deltas.push(Delta::Content(released));
                     }
                 }
-                StreamPiece::CallStart { index, name } => deltas.push(Delta::CallStart {
-                    index,
-                    id: format!("call_{}_{index}", self.id_base),
-                    name,
-                }),
+                StreamPiece::CallStart { index, name } => {
+                    // Free text ended: text held back for a stop string comes first.
+                    let held = self.stop.finish();
+                    if !held.is_empty() {
+                        deltas.push(Delta::Content(held));
+                    }
+                    deltas.push(Delta::CallStart {
+                        index,
+                        id: format!("call_{}_{index}", self.id_base),
+                        name,
+                    })
+                }
                 StreamPiece::Arguments { index, text } => deltas.push(Delta::Arguments { index, text }),
             }
         }

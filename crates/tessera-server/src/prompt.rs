@@ -70,7 +70,12 @@ fn render_message(i: usize, message: &Message, format: CallFormat) -> Result<Cha
             let calls = message.tool_calls.as_deref().unwrap_or_default();
             let mut parsed = Vec::with_capacity(calls.len());
             for (j, call) in calls.iter().enumerate() {
-                let arguments: Value = serde_json::from_str(&call.function.arguments).map_err(|error| {
+                // Some frameworks send "" for a call without arguments.
+                let text = match call.function.arguments.trim() {
+                    "" => "{}",
+                    text => text,
+                };
+                let arguments: Value = serde_json::from_str(text).map_err(|error| {
                     ApiError::invalid(
                         format!("messages[{i}].tool_calls[{j}].function.arguments"),
                         format!("not valid JSON: {error}"),

@@ -43,9 +43,11 @@ pub async fn answer(state: &AppState, job: Job, shape: Shape) -> Response {
         Shape::Chat => "chatcmpl",
         Shape::Completion => "cmpl",
     };
+    // Ids stay unique across restarts: the start time is part of them.
+    let base = format!("{:x}{number:04x}", state.started);
     let header = Header {
         shape,
-        id: format!("{prefix}-{number}"),
+        id: format!("{prefix}-{base}"),
         created: unix_now(),
         model: job.model.clone(),
         include_usage: job.include_usage,
@@ -55,9 +57,9 @@ pub async fn answer(state: &AppState, job: Job, shape: Shape) -> Response {
     }
     let events = match state.engine.submit(job.request) {
         Ok(events) => events,
-        Err(error) => return ApiError::from(error).into_response(),
+        Err(error) => return prompt_param(ApiError::from(error), shape).into_response(),
     };
-    let pipeline = Pipeline::new(job.call_format, events.prefill(), job.stops, &number.to_string());
+    let pipeline = Pipeline::new(job.call_format, events.prefill(), job.stops, &base);
     if job.stream {
         stream(header, events, pipeline).into_response()
     } else {
@@ -66,6 +68,14 @@ pub async fn answer(state: &AppState, job: Job, shape: Shape) -> Response {
             Err(error) => error.into_response(),
         }
     }
+}
+
+/// Engine errors about the prompt name `messages`; on `/v1/completions` the field is `prompt`.
+fn prompt_param(mut error: ApiError, shape: Shape) -> ApiError {
+    if shape == Shape::Completion && error.param.as_deref() == Some("messages") {
+        error.param = Some("prompt".into());
+    }
+    error
 }
 
 fn unix_now() -> u64 {

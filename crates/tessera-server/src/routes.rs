@@ -11,7 +11,7 @@ use crate::AppState;
 use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
 use axum::extract::{DefaultBodyLimit, Request, State};
-use axum::http::{header, HeaderMap, StatusCode, Uri};
+use axum::http::{header, HeaderMap, Method, StatusCode, Uri};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
@@ -34,6 +34,7 @@ pub fn router(state: AppState) -> Router {
         .route("/health", get(health))
         .merge(api)
         .fallback(not_found)
+        .method_not_allowed_fallback(method_not_allowed)
         .layer(DefaultBodyLimit::max(limit))
         .with_state(state)
 }
@@ -122,6 +123,10 @@ async fn health(State(state): State<AppState>) -> Response {
         .into_response(),
         Err(_) => (StatusCode::SERVICE_UNAVAILABLE, Json(json!({"status": "stopped"}))).into_response(),
     }
+}
+
+async fn method_not_allowed(method: Method, uri: Uri) -> Response {
+    ApiError::method_not_allowed(method.as_str(), uri.path()).into_response()
 }
 
 async fn not_found(uri: Uri) -> Response {

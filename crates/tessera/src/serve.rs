@@ -5,7 +5,7 @@ use anyhow::{bail, Context, Result};
 use std::path::PathBuf;
 use std::time::Duration;
 use tessera_engine::{EngineConfig, EngineHandle};
-use tessera_server::{serve, shutdown_signal, AppState, ServerConfig, DEFAULT_MAX_BODY_BYTES};
+use tessera_server::{serve, shutdown_signal, AppState, ServerConfig, DEFAULT_MAX_BODY_BYTES, DEFAULT_MAX_TOKENS};
 
 /// Arguments of `tessera serve`.
 #[derive(Debug, clap::Args)]
@@ -42,6 +42,9 @@ pub struct ServeArgs {
     /// Largest request body in bytes; larger bodies get 413.
     #[arg(long, default_value_t = DEFAULT_MAX_BODY_BYTES)]
     max_body_bytes: usize,
+    /// Most tokens a response gets when the request sets no max_tokens.
+    #[arg(long, default_value_t = DEFAULT_MAX_TOKENS)]
+    default_max_tokens: usize,
     /// Seconds in-flight requests may take to finish after SIGINT/SIGTERM before they are cancelled.
     #[arg(long, default_value_t = 30)]
     shutdown_grace_secs: u64,
@@ -50,6 +53,9 @@ pub struct ServeArgs {
 pub fn run(args: ServeArgs) -> Result<()> {
     if args.max_body_bytes == 0 {
         bail!("--max-body-bytes must be at least 1");
+    }
+    if args.default_max_tokens == 0 {
+        bail!("--default-max-tokens must be at least 1");
     }
     let name = match &args.served_model_name {
         Some(name) => name.clone(),
@@ -76,6 +82,7 @@ pub fn run(args: ServeArgs) -> Result<()> {
             api_key: args.api_key.clone(),
             max_body_bytes: args.max_body_bytes,
             shutdown_grace: Duration::from_secs(args.shutdown_grace_secs),
+            default_max_tokens: args.default_max_tokens,
         },
     );
     let runtime = tokio::runtime::Builder::new_multi_thread()
