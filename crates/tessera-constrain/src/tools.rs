@@ -140,8 +140,8 @@ impl CompiledTools {
 #[derive(Debug)]
 pub struct ToolSetCache {
     capacity: usize,
-    /// (hash, set), most recently used last.
-    sets: Vec<(u64, std::sync::Arc<CompiledTools>)>,
+    /// (hash, the definitions, their compiled set), most recently used last.
+    sets: Vec<(u64, Vec<ToolDef>, std::sync::Arc<CompiledTools>)>,
 }
 
 impl ToolSetCache {
@@ -153,12 +153,13 @@ impl ToolSetCache {
         }
     }
 
-    /// The compiled set for `tools`, compiling it on a miss.
+    /// The compiled set for `tools`, compiling it on a miss. A hit needs equal
+    /// definitions, not only an equal hash (a crafted collision gets its own set).
     pub fn get_or_compile(&mut self, tools: &[ToolDef]) -> Result<std::sync::Arc<CompiledTools>, ConstrainError> {
         let hash = tools_hash(tools);
-        if let Some(at) = self.sets.iter().position(|(h, _)| *h == hash) {
+        if let Some(at) = self.sets.iter().position(|(h, defs, _)| *h == hash && defs == tools) {
             let entry = self.sets.remove(at);
-            let set = entry.1.clone();
+            let set = entry.2.clone();
             self.sets.push(entry);
             return Ok(set);
         }
@@ -166,7 +167,7 @@ impl ToolSetCache {
         if self.sets.len() == self.capacity {
             self.sets.remove(0);
         }
-        self.sets.push((hash, set.clone()));
+        self.sets.push((hash, tools.to_vec(), set.clone()));
         Ok(set)
     }
 

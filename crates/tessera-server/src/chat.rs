@@ -45,7 +45,7 @@ pub fn chat_job(state: &AppState, body: ChatRequest, session: Option<String>) ->
         .encode(&text)
         .map_err(|error| ApiError::internal("tokenizing a prompt", &error))?;
     let tools = tool_constraint(state, &defs, body.tool_choice.as_ref(), body.parallel_tool_calls)?;
-    let response_schema = response_schema(body.response_format.as_ref())?;
+    let response_schema = response_schema(state, body.response_format.as_ref())?;
     let max_tokens = max_tokens(state, prompt.len(), body.max_completion_tokens.or(body.max_tokens))?;
     // Stop strings end free text; a JSON response is one value, never cut.
     let stops = match response_schema {
@@ -255,7 +255,7 @@ fn parse_choice_object(object: &ToolChoiceObject) -> Result<ToolChoice, ApiError
 }
 
 /// `json_object` = any object; `json_schema` = its schema, through the same automaton.
-fn response_schema(format: Option<&ResponseFormat>) -> Result<Option<Arc<CompiledTools>>, ApiError> {
+fn response_schema(state: &AppState, format: Option<&ResponseFormat>) -> Result<Option<Arc<CompiledTools>>, ApiError> {
     let Some(format) = format else {
         return Ok(None);
     };
@@ -287,7 +287,11 @@ fn response_schema(format: Option<&ResponseFormat>) -> Result<Option<Arc<Compile
         description: String::new(),
         parameters: schema,
     };
-    CompiledTools::compile(&[def])
-        .map(|compiled| Some(Arc::new(compiled)))
+    state
+        .tool_sets
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .get_or_compile(&[def])
+        .map(Some)
         .map_err(|error| ApiError::invalid(param, error.to_string()))
 }
