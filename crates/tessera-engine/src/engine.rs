@@ -113,10 +113,11 @@ impl Engine {
 
     fn snapshot(&self) -> EngineMetrics {
         let stats = self.pool.stats();
+        let pinned_only = self.pins.blocks_held_only_by_pins(&self.pool);
         EngineMetrics {
             kv_blocks_total: stats.total,
-            kv_blocks_used: stats.used - self.pins.blocks(),
-            kv_blocks_pinned: self.pins.blocks(),
+            kv_blocks_used: stats.used - pinned_only,
+            kv_blocks_pinned: pinned_only,
             sessions_pinned: self.pins.sessions(),
             kv_blocks_cached: stats.cached,
             kv_blocks_free: stats.free,

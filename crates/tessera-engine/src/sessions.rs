@@ -5,6 +5,7 @@
 //! session is unpinned first, by the bound or whenever a running sequence
 //! needs blocks (before any preemption). Unpinned blocks stay cached (LRU).
 
+use std::collections::HashMap;
 use std::sync::Arc;
 use tessera_kv::{BlockId, BlockPool, BlockTable};
 
@@ -28,9 +29,29 @@ impl SessionPins {
         }
     }
 
-    /// Blocks held by pins.
+    /// Distinct blocks held by pins (sessions sharing a prefix share its blocks).
     pub fn blocks(&self) -> usize {
-        self.pins.iter().map(|(_, table)| table.blocks().len()).sum()
+        self.references().len()
+    }
+
+    /// Each pinned block and how many pins reference it.
+    fn references(&self) -> HashMap<BlockId, u32> {
+        let mut references = HashMap::new();
+        for (_, table) in &self.pins {
+            for &block in table.blocks() {
+                *references.entry(block).or_insert(0) += 1;
+            }
+        }
+        references
+    }
+
+    /// Blocks only pins reference (no running sequence holds them): what pins
+    /// take from the pool beyond the running sequences' own blocks.
+    pub fn blocks_held_only_by_pins(&self, pool: &BlockPool) -> usize {
+        self.references()
+            .into_iter()
+            .filter(|&(block, pins)| pool.ref_count(block) == pins)
+            .count()
     }
 
     /// Sessions pinned.
@@ -91,32 +112,41 @@ fn release(table: &mut BlockTable, pool: &mut BlockPool) {
 mod tests {
     use super::*;
 
-    /// A pool with `n` blocks of 4 tokens, all indexed as one chain and unreferenced.
-    fn pool_with_chain(n: usize) -> (BlockPool, Vec<BlockId>) {
-        let mut pool = BlockPool::new(16, 4);
+    /// `n` blocks of 4 tokens indexed as one chain starting with token `first`, unreferenced.
+    fn chain(pool: &mut BlockPool, n: usize, first: u32) -> Vec<BlockId> {
         let mut table = BlockTable::new();
-        assert!(table.grow(&mut pool, n * 4));
-        let tokens: Vec<u32> = (0..n as u32 * 4).collect();
+        assert!(table.grow(pool, n * 4));
+        let tokens: Vec<u32> = (first..first + n as u32 * 4).collect();
         pool.commit(&table, &tokens);
         let blocks = table.blocks().to_vec();
-        table.release(&mut pool).unwrap();
-        (pool, blocks)
+        table.release(pool).unwrap();
+        blocks
     }
 
     #[test]
-    fn pins_hold_blocks_within_bounds_and_release_them() {
-        let (mut pool, blocks) = pool_with_chain(6);
-        let mut pins = SessionPins::new(pool.num_blocks());
-        assert_eq!(pool.num_cached(), 6);
-        pins.pin("a".into(), &blocks[..3], &mut pool);
+    fn pins_hold_distinct_blocks_within_bounds_and_release_them() {
+        let mut pool = BlockPool::new(16, 4);
+        let one = chain(&mut pool, 6, 0);
+        let two = chain(&mut pool, 4, 1000);
+        let mut pins = SessionPins::new(pool.num_blocks()); // at most 4 blocks
+        pins.pin("a".into(), &one[..3], &mut pool);
         assert_eq!((pins.sessions(), pins.blocks()), (1, 3));
-        assert_eq!(pool.num_cached(), 3, "pinned blocks are referenced, not evictable");
-        // A second session past the limit (16 / 4 = 4 blocks) unpins the oldest.
-        pins.pin("b".into(), &blocks[..2], &mut pool);
-        assert_eq!((pins.sessions(), pins.blocks()), (1, 2));
+        assert_eq!(pool.num_cached(), 7, "pinned blocks are referenced, not evictable");
+        // Sessions sharing a prefix count its blocks once; one pin is cut to the bound.
+        pins.pin("b".into(), &one[..6], &mut pool);
+        assert_eq!((pins.sessions(), pins.blocks()), (2, 4));
+        assert_eq!(pins.blocks_held_only_by_pins(&pool), 4);
         // Re-pinning a session replaces its pin.
-        pins.pin("b".into(), &blocks[..4], &mut pool);
-        assert_eq!((pins.sessions(), pins.blocks()), (1, 4));
+        pins.pin("b".into(), &one[..2], &mut pool);
+        assert_eq!((pins.sessions(), pins.blocks()), (2, 3));
+        // Past the bound, the least recently active sessions go first.
+        pins.pin("c".into(), &two[..3], &mut pool);
+        assert_eq!((pins.sessions(), pins.blocks()), (1, 3));
+        // A block a running sequence also holds is not counted as held only by pins.
+        let mut running = BlockTable::new();
+        running.push_shared(&mut pool, two[0]).unwrap();
+        assert_eq!(pins.blocks_held_only_by_pins(&pool), 2);
+        running.release(&mut pool).unwrap();
         pins.clear(&mut pool);
         assert_eq!(pins.blocks(), 0);
         assert_eq!(pool.stats().used, 0);
