@@ -159,6 +159,30 @@ impl Envelope {
         format!("{}{}", self.opener_text, String::from_utf8_lossy(&self.name_intro))
     }
 
+    /// `calls` (name, arguments) written exactly as this envelope frames them, as
+    /// the model would have: for re-rendering an earlier turn's calls in a prompt.
+    pub fn render_calls(&self, calls: &[(&str, &serde_json::Value)]) -> String {
+        let text = |bytes: &[u8]| String::from_utf8_lossy(bytes).into_owned();
+        let mut out = String::new();
+        for (i, (name, arguments)) in calls.iter().enumerate() {
+            let intro = match (&self.separator, i) {
+                (Some(separator), 1..) => text(separator),
+                _ => format!("{}{}", self.opener_text, text(&self.name_intro)),
+            };
+            let quoted = serde_json::Value::String(name.to_string()).to_string();
+            let name = &quoted[1..quoted.len() - 1];
+            out.push_str(&format!(
+                "{intro}{name}\"{}{arguments}{}",
+                text(&self.args_intro),
+                text(&self.call_end)
+            ));
+        }
+        if !calls.is_empty() {
+            out.push_str(&text(&self.section_end));
+        }
+        out
+    }
+
     /// How many opener bytes match after `matched` matched bytes and then `byte`
     /// (a failed match falls back to the longest opener prefix still matching).
     pub(crate) fn opener_progress(&self, matched: usize, byte: u8) -> usize {
@@ -190,6 +214,26 @@ mod tests {
         assert_eq!(CallFormat::detect(llama), CallFormat::Llama3Json);
         assert_eq!(CallFormat::detect(hermes), CallFormat::Hermes);
         assert_eq!(CallFormat::detect("<|im_start|>{{ m.content }}"), CallFormat::Hermes);
+    }
+
+    #[test]
+    fn earlier_calls_render_in_each_envelope() {
+        let a = serde_json::json!({"x": 1});
+        let b = serde_json::json!({});
+        let calls = [("f", &a), ("g", &b)];
+        assert_eq!(
+            Envelope::new(CallFormat::Hermes).render_calls(&calls),
+            "<tool_call>\n{\"name\": \"f\", \"arguments\": {\"x\":1}}\n</tool_call>\n<tool_call>\n{\"name\": \"g\", \"arguments\": {}}\n</tool_call>"
+        );
+        assert_eq!(
+            Envelope::new(CallFormat::Mistral).render_calls(&calls),
+            "[TOOL_CALLS][{\"name\": \"f\", \"arguments\": {\"x\":1}}, {\"name\": \"g\", \"arguments\": {}}]"
+        );
+        assert_eq!(
+            Envelope::new(CallFormat::Llama3Json).render_calls(&calls[..1]),
+            "{\"name\": \"f\", \"parameters\": {\"x\":1}}"
+        );
+        assert_eq!(Envelope::new(CallFormat::Hermes).render_calls(&[]), "");
     }
 
     #[test]

@@ -2,7 +2,7 @@
 //! template has no tool support of its own, and the parser that turns a
 //! response back into free text plus typed calls.
 
-use crate::{CallFormat, ToolDef};
+use crate::{CallFormat, Envelope, ToolDef};
 use serde_json::{json, Value};
 
 /// One parsed call: the tool's name and its arguments as canonical JSON
@@ -41,11 +41,8 @@ pub struct CallParseError(pub String);
 /// Each call's JSON is read as JSON, so a string argument may contain the
 /// envelope's closing text.
 pub fn parse_response(text: &str, format: CallFormat) -> Result<ParsedResponse, CallParseError> {
-    let opener = match format {
-        CallFormat::Hermes => "<tool_call>",
-        CallFormat::Mistral => "[TOOL_CALLS]",
-        CallFormat::Llama3Json => "{\"name\": \"",
-    };
+    let envelope = Envelope::new(format);
+    let opener = envelope.opener_text();
     let mut parsed = ParsedResponse::default();
     let mut content = String::new();
     let mut rest = text;

@@ -5,7 +5,7 @@
 //! concatenated pieces equal what [`parse_response`](crate::parse_response)
 //! finds in the whole text (arguments as written, not yet canonical).
 
-use crate::CallFormat;
+use crate::{CallFormat, Envelope};
 
 /// One piece of a streamed response.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -47,7 +47,7 @@ enum At {
 /// Streams one response's pieces.
 #[derive(Debug, Clone)]
 pub struct CallStreamParser {
-    opener: &'static str,
+    opener: String,
     name_key: &'static str,
     arguments_key: &'static str,
     at: At,
@@ -60,12 +60,8 @@ pub struct CallStreamParser {
 impl CallStreamParser {
     /// A parser for responses in `format`'s envelope.
     pub fn new(format: CallFormat) -> Self {
-        let opener = match format {
-            CallFormat::Hermes => "<tool_call>",
-            CallFormat::Mistral => "[TOOL_CALLS]",
-            // The automaton's opener exactly: `{"name":"x"` without the space is free text.
-            CallFormat::Llama3Json => "{\"name\": \"",
-        };
+        // The automaton's opener exactly (`{"name":"x"` without the space is free text).
+        let opener = Envelope::new(format).opener_text().to_string();
         Self {
             opener,
             name_key: "\"name\"",
@@ -123,7 +119,7 @@ impl CallStreamParser {
     }
 
     fn text(&mut self, pieces: &mut Vec<StreamPiece>) -> bool {
-        if let Some(start) = self.pending.find(self.opener) {
+        if let Some(start) = self.pending.find(&self.opener) {
             push_content(pieces, &self.pending[..start]);
             // The Llama form's opener is the start of the call object itself.
             let keep = if self.opener.starts_with('{') {

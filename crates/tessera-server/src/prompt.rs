@@ -6,7 +6,7 @@
 use crate::api::{Content, Message, ToolSpec};
 use crate::error::ApiError;
 use serde_json::{json, Value};
-use tessera_constrain::{tools_prompt, CallFormat, ToolDef};
+use tessera_constrain::{tools_prompt, CallFormat, Envelope, ToolDef};
 use tessera_model::ChatMessage;
 
 /// The tool definitions of a request, validated for shape (names and schemas
@@ -83,7 +83,12 @@ fn render_message(i: usize, message: &Message, format: CallFormat) -> Result<Cha
                 })?;
                 parsed.push((call.function.name.as_str(), arguments));
             }
-            Ok(ChatMessage::new("assistant", text + &calls_text(format, &parsed)))
+            let calls: Vec<(&str, &Value)> = parsed.iter().map(|(name, args)| (*name, args)).collect();
+            // Arguments canonical: serde_json keeps object keys sorted.
+            Ok(ChatMessage::new(
+                "assistant",
+                text + &Envelope::new(format).render_calls(&calls),
+            ))
         }
         "tool" => Ok(match format {
             // Hermes-style models read results as a user turn in <tool_response> tags.
@@ -94,31 +99,6 @@ fn render_message(i: usize, message: &Message, format: CallFormat) -> Result<Cha
             format!("messages[{i}].role"),
             format!("unknown role `{other}` (system, developer, user, assistant or tool)"),
         )),
-    }
-}
-
-/// Earlier calls as the model would have written them (arguments canonical:
-/// serde_json keeps object keys sorted).
-fn calls_text(format: CallFormat, calls: &[(&str, Value)]) -> String {
-    if calls.is_empty() {
-        return String::new();
-    }
-    let object = |name: &str, key: &str, arguments: &Value| {
-        format!(
-            "{{\"name\": {}, \"{key}\": {arguments}}}",
-            Value::String(name.to_string())
-        )
-    };
-    let key = format.arguments_key();
-    let objects: Vec<String> = calls.iter().map(|(name, args)| object(name, key, args)).collect();
-    match format {
-        CallFormat::Hermes => objects
-            .iter()
-            .map(|call| format!("<tool_call>\n{call}\n</tool_call>"))
-            .collect::<Vec<_>>()
-            .join("\n"),
-        CallFormat::Mistral => format!("[TOOL_CALLS][{}]", objects.join(", ")),
-        CallFormat::Llama3Json => objects.concat(),
     }
 }
 
