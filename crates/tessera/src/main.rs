@@ -1,9 +1,10 @@
 //! `tessera`: a local inference engine for AI agents.
 //!
 //! Subcommands: `serve` (the OpenAI-compatible server), `generate` (stream a
-//! completion from a model) and `bench ttft` (time to first token with and
-//! without prefix reuse).
+//! completion from a model), `bench ttft` (time to first token with and
+//! without prefix reuse) and `agent` (the offline agent loop).
 
+mod agent;
 mod bench;
 mod generate;
 mod model_files;
@@ -37,6 +38,9 @@ enum Command {
     /// Benchmarks on the real model, in process.
     #[command(subcommand)]
     Bench(bench::BenchCommand),
+    /// Run the offline agent on a workspace: tools jailed to it, a stable cached prefix, masked tool
+    /// choice per step, a planner, compaction; writes <workspace>/.tessera/transcript.jsonl.
+    Agent(agent::AgentArgs),
 }
 
 fn main() -> ExitCode {
@@ -53,6 +57,7 @@ fn main() -> ExitCode {
         Command::Serve(args) => serve::run(args),
         Command::Generate(args) => generate::run(args),
         Command::Bench(command) => bench::run(command),
+        Command::Agent(args) => agent::run_agent(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

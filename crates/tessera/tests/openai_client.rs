@@ -6,12 +6,9 @@
 
 mod common;
 
-use common::real_model;
-use std::io::{BufRead, BufReader};
+use common::serve;
 use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
-use std::sync::mpsc;
-use std::time::Duration;
+use std::process::Command;
 
 const REPO: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../..");
 
@@ -27,30 +24,6 @@ fn python() -> PathBuf {
         path.display()
     );
     path
-}
-
-/// Start `tessera serve` on a free port; returns the child and its base URL.
-fn serve() -> (Child, String) {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_tessera"))
-        .args(["serve", "--model", &real_model(), "--port", "0"])
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("running the tessera binary");
-    let stderr = child.stderr.take().expect("piped stderr");
-    let (found, url) = mpsc::channel();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-            eprintln!("[serve] {line}");
-            if let Some(at) = line.find("http://") {
-                let address = line[at..].split_whitespace().next().unwrap_or_default().to_string();
-                let _ = found.send(address);
-            }
-        }
-    });
-    let url = url
-        .recv_timeout(Duration::from_secs(120))
-        .expect("the server never said where it listens");
-    (child, url)
 }
 
 #[test]

@@ -1,0 +1,196 @@
+//! Reads a streamed chat completion (server-sent events) into a
+//! [`ChatOutcome`]: content and tool-call deltas joined, usage from the last
+//! chunk, TTFT at the first delta that carries text or a call.
+
+use super::{ChatCall, ChatOutcome};
+use crate::AgentError;
+use serde_json::Value;
+use std::time::Instant;
+
+/// Joins SSE lines into one outcome.
+#[derive(Debug)]
+pub struct Assembler {
+    sent: Instant,
+    outcome: ChatOutcome,
+    pending: String,
+    first_delta: bool,
+    done: bool,
+}
+
+impl Assembler {
+    /// Start timing at `sent`, when the request went out.
+    pub fn new(sent: Instant) -> Self {
+        Self {
+            sent,
+            outcome: ChatOutcome::default(),
+            pending: String::new(),
+            first_delta: false,
+            done: false,
+        }
+    }
+
+    /// Feed raw bytes as they arrive (lines may be split across pushes).
+    pub fn push_bytes(&mut self, bytes: &[u8]) -> Result<(), AgentError> {
+        self.pending.push_str(&String::from_utf8_lossy(bytes));
+        while let Some(end) = self.pending.find('\n') {
+            let line: String = self.pending.drain(..=end).collect();
+            self.push_line(line.trim_end_matches(['\r', '\n']))?;
+        }
+        Ok(())
+    }
+
+    /// Feed one line of the stream.
+    pub fn push_line(&mut self, line: &str) -> Result<(), AgentError> {
+        let Some(data) = line.strip_prefix("data:") else {
+            return Ok(()); // comments (keep-alives), event names, blank separators
+        };
+        let data = data.trim();
+        if data == "[DONE]" {
+            self.done = true;
+            return Ok(());
+        }
+        let chunk: Value = serde_json::from_str(data)
+            .map_err(|error| AgentError::Backend(format!("a stream chunk is not JSON ({error}): {data}")))?;
+        if let Some(message) = chunk
+            .get("error")
+            .map(|e| e["message"].as_str().unwrap_or("unknown error"))
+        {
+            return Err(AgentError::Backend(format!(
+                "the stream ended with an error: {message}"
+            )));
+        }
+        if let Some(usage) = chunk.get("usage").filter(|u| u.is_object()) {
+            self.read_usage(usage);
+        }
+        if let Some(choice) = chunk["choices"].get(0) {
+            self.read_choice(choice)?;
+        }
+        Ok(())
+    }
+
+    /// The outcome, once the stream said `[DONE]`.
+    pub fn finish(mut self) -> Result<ChatOutcome, AgentError> {
+        if !self.pending.is_empty() {
+            let line = std::mem::take(&mut self.pending);
+            self.push_line(line.trim_end())?;
+        }
+        if !self.done {
+            return Err(AgentError::Backend("the stream ended before [DONE]".into()));
+        }
+        self.outcome.total = self.sent.elapsed();
+        if !self.first_delta {
+            self.outcome.ttft = self.outcome.total;
+        }
+        Ok(self.outcome)
+    }
+
+    fn read_usage(&mut self, usage: &Value) {
+        let count = |v: &Value| v.as_u64().unwrap_or(0) as usize;
+        self.outcome.prompt_tokens = count(&usage["prompt_tokens"]);
+        self.outcome.completion_tokens = count(&usage["completion_tokens"]);
+        self.outcome.cached_tokens = count(&usage["prompt_tokens_details"]["cached_tokens"]);
+    }
+
+    fn read_choice(&mut self, choice: &Value) -> Result<(), AgentError> {
+        if let Some(reason) = choice["finish_reason"].as_str() {
+            self.outcome.finish_reason = reason.to_string();
+        }
+        let delta = &choice["delta"];
+        if let Some(text) = delta["content"].as_str().filter(|t| !t.is_empty()) {
+            self.mark_first_delta();
+            self.outcome.content.push_str(text);
+        }
+        for call in delta["tool_calls"].as_array().into_iter().flatten() {
+            self.mark_first_delta();
+            self.read_call_delta(call)?;
+        }
+        Ok(())
+    }
+
+    fn read_call_delta(&mut self, call: &Value) -> Result<(), AgentError> {
+        let index = call["index"].as_u64().unwrap_or(self.outcome.calls.len() as u64) as usize;
+        if index > self.outcome.calls.len() {
+            return Err(AgentError::Backend(format!("tool call delta {index} skips a call")));
+        }
+        if index == self.outcome.calls.len() {
+            self.outcome.calls.push(ChatCall {
+                id: String::new(),
+                name: String::new(),
+                arguments: String::new(),
+            });
+        }
+        let target = &mut self.outcome.calls[index];
+        if let Some(id) = call["id"].as_str() {
+            target.id = id.to_string();
+        }
+        if let Some(name) = call["function"]["name"].as_str() {
+            target.name.push_str(name);
+        }
+        if let Some(arguments) = call["function"]["arguments"].as_str() {
+            target.arguments.push_str(arguments);
+        }
+        Ok(())
+    }
+
+    fn mark_first_delta(&mut self) {
+        if !self.first_delta {
+            self.first_delta = true;
+            self.outcome.ttft = self.sent.elapsed();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn assemble(stream: &str) -> Result<ChatOutcome, AgentError> {
+        let mut assembler = Assembler::new(Instant::now());
+        // Split mid-line to check that lines are rejoined.
+        let (a, b) = stream.split_at(stream.len() / 2);
+        assembler.push_bytes(a.as_bytes())?;
+        assembler.push_bytes(b.as_bytes())?;
+        assembler.finish()
+    }
+
+    #[test]
+    fn joins_call_deltas_and_reads_usage() {
+        let stream = concat!(
+            "data: {\"choices\":[{\"index\":0,\"delta\":{\"role\":\"assistant\",\"content\":\"\"}}]}\n\n",
+            ": keep-alive\n\n",
+            "data: {\"choices\":[{\"delta\":{\"tool_calls\":[{\"index\":0,\"id\":\"call_1\",\"function\":{\"name\":\"file_read\",\"arguments\":\"\"}}]}}]}\n\n",
+            "data: {\"choices\":[{\"delta\":{\"tool_calls\":[{\"index\":0,\"function\":{\"arguments\":\"{\\\"path\\\":\"}}]}}]}\n\n",
+            "data: {\"choices\":[{\"delta\":{\"tool_calls\":[{\"index\":0,\"function\":{\"arguments\":\"\\\"a.md\\\"}\"}}]}}]}\n\n",
+            "data: {\"choices\":[{\"delta\":{},\"finish_reason\":\"tool_calls\"}]}\n\n",
+            "data: {\"choices\":[],\"usage\":{\"prompt_tokens\":100,\"completion_tokens\":9,\"prompt_tokens_details\":{\"cached_tokens\":96}}}\n\n",
+            "data: [DONE]\n\n",
+        );
+        let outcome = assemble(stream).unwrap();
+        assert_eq!(
+            outcome.calls,
+            vec![ChatCall {
+                id: "call_1".into(),
+                name: "file_read".into(),
+                arguments: "{\"path\":\"a.md\"}".into()
+            }]
+        );
+        assert_eq!(outcome.content, "");
+        assert_eq!(outcome.finish_reason, "tool_calls");
+        assert_eq!(
+            (outcome.prompt_tokens, outcome.cached_tokens, outcome.completion_tokens),
+            (100, 96, 9)
+        );
+    }
+
+    #[test]
+    fn content_errors_and_truncation() {
+        let text = "data: {\"choices\":[{\"delta\":{\"content\":\"Hi\"}}]}\ndata: {\"choices\":[{\"delta\":{\"content\":\" there\"},\"finish_reason\":\"stop\"}]}\ndata: [DONE]\n";
+        assert_eq!(assemble(text).unwrap().content, "Hi there");
+        let cut = "data: {\"choices\":[{\"delta\":{\"content\":\"Hi\"}}]}\n";
+        assert!(assemble(cut).unwrap_err().to_string().contains("before [DONE]"));
+        let failed = "data: {\"error\":{\"message\":\"engine stopped\"}}\ndata: [DONE]\n";
+        assert!(assemble(failed).unwrap_err().to_string().contains("engine stopped"));
+        let skip = "data: {\"choices\":[{\"delta\":{\"tool_calls\":[{\"index\":2}]}}]}\n";
+        assert!(assemble(skip).unwrap_err().to_string().contains("skips"));
+    }
+}

@@ -1,0 +1,489 @@
+//! The agent loop: ask the model for one step under the current tool policy,
+//! run the call, append the observation, repeat until `finish`, the step
+//! limit, or a model that keeps failing to call.
+
+use crate::backend::{Backend, ChatCall, ChatOutcome};
+use crate::budget::{cap, result_budget, CHARS_PER_TOKEN};
+use crate::checkpoint::Checkpoint;
+use crate::config::AgentConfig;
+use crate::context::Context;
+use crate::journal::Journal;
+use crate::planner::{format_plan, parse_plan, planner_request, Plan, MAX_ATTEMPTS};
+use crate::policy::{Phase, Policy};
+use crate::tools::{definitions, Toolbox};
+use crate::transcript::{CallRecord, RequestKind, Transcript, TurnRecord};
+use crate::AgentError;
+use serde_json::{json, Value};
+use std::fmt;
+use std::path::PathBuf;
+
+/// The fixed system prompt (part of the cached prefix of every request).
+pub const SYSTEM_PROMPT: &str = "You are Tessera's offline agent. You do the user's task inside a workspace \
+folder by calling tools, one call per turn. Paths are relative to the workspace root. After each tool result \
+you see todo.md, the task's checklist. When the task is done, call finish with a one-line summary.";
+
+/// Temperature of a request that follows two identical calls in a row: a
+/// greedy small model repeats itself forever otherwise.
+pub const RUT_TEMPERATURE: f32 = 0.8;
+/// Where the reply right after the user's message ends.
+pub const REPLY_STOPS: [&str; 2] = ["\n\n", "```"];
+/// Turns in a row without a call before the run gives up.
+pub const MAX_MISSES: usize = 3;
+/// Longest `todo.md` recited after an observation, in characters.
+pub const TODO_RECITE_CHARS: usize = 2_000;
+
+/// Why a run ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StopReason {
+    /// The model called `finish`.
+    Finished {
+        /// Its summary.
+        summary: String,
+    },
+    /// `--max-steps` agent requests were made.
+    StepLimit {
+        /// The limit.
+        steps: usize,
+    },
+    /// The model answered without a call too many times in a row.
+    NoCall {
+        /// How many times.
+        misses: usize,
+    },
+}
+
+impl fmt::Display for StopReason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Finished { summary } => write!(f, "finished: {summary}"),
+            Self::StepLimit { steps } => write!(f, "stopped: the step limit ({steps}) was reached before finish"),
+            Self::NoCall { misses } => write!(f, "stopped: the model made no tool call {misses} times in a row"),
+        }
+    }
+}
+
+/// The outcome of a run.
+#[derive(Debug, Clone)]
+pub struct RunReport {
+    /// Why it ended.
+    pub stop: StopReason,
+    /// Every model request, in order.
+    pub turns: Vec<TurnRecord>,
+    /// The transcript file.
+    pub transcript: PathBuf,
+    /// Times the history was compacted.
+    pub compactions: usize,
+}
+
+/// One run's state.
+pub struct Agent<'a> {
+    backend: &'a mut dyn Backend,
+    toolbox: Toolbox,
+    config: AgentConfig,
+    context: Context,
+    policy: Policy,
+    journal: Journal,
+    transcript: Transcript,
+    tools: Vec<Value>,
+    turns: Vec<TurnRecord>,
+    /// Planner records of the current turn, written after the turn's own.
+    pending: Vec<TurnRecord>,
+    /// Prompt plus completion tokens of the last agent request, and the
+    /// number of messages they cover (for the compaction estimate).
+    counted: (usize, usize),
+    steps: usize,
+}
+
+/// Run `config.task` in the toolbox's workspace against `backend`;
+/// `on_turn` sees each request's record as it is written.
+pub fn run(
+    backend: &mut dyn Backend,
+    toolbox: Toolbox,
+    config: AgentConfig,
+    on_turn: &mut dyn FnMut(&TurnRecord),
+) -> Result<RunReport, AgentError> {
+    config.validate()?;
+    let transcript = Transcript::create(toolbox.jail().root())?;
+    let mut agent = Agent {
+        backend,
+        context: Context::new(SYSTEM_PROMPT, &config.task),
+        policy: Policy::new(config.allow_shell),
+        journal: Journal::default(),
+        transcript,
+        tools: definitions(),
+        turns: Vec::new(),
+        pending: Vec::new(),
+        counted: (0, 0),
+        steps: 0,
+        toolbox,
+        config,
+    };
+    let stop = agent.run_loop(on_turn)?;
+    Ok(RunReport {
+        stop,
+        transcript: agent.transcript.path().to_path_buf(),
+        compactions: agent.context.compactions(),
+        turns: agent.turns,
+    })
+}
+
+impl Agent<'_> {
+    fn run_loop(&mut self, on_turn: &mut dyn FnMut(&TurnRecord)) -> Result<StopReason, AgentError> {
+        let mut misses = 0;
+        loop {
+            if self.steps == self.config.max_steps {
+                return Ok(StopReason::StepLimit { steps: self.steps });
+            }
+            let compacted = self.compact_if_needed();
+            let phase = self.policy.label();
+            let choice = self.policy.tool_choice();
+            let seed = self.config.seed.wrapping_add(self.steps as u64);
+            let temperature = match self.in_rut() {
+                true => self.config.temperature.max(RUT_TEMPERATURE),
+                false => self.config.temperature,
+            };
+            let mut body = self
+                .context
+                .request(&self.tools, &choice, self.policy.max_tokens(), temperature, seed);
+            if *self.policy.phase() == Phase::Reply {
+                // A few words, not a code block or an essay.
+                body["stop"] = json!(REPLY_STOPS);
+            }
+            let messages_sent = self.context.len();
+            let turn = self.next_turn();
+            let outcome = self.backend.chat(&body, &self.config.session)?;
+            self.steps += 1;
+            self.counted = (outcome.prompt_tokens + outcome.completion_tokens, messages_sent);
+            let (calls, stop) = if outcome.calls.is_empty() {
+                misses = self.no_call(&outcome, misses);
+                let stop = (misses >= MAX_MISSES).then_some(StopReason::NoCall { misses });
+                (Vec::new(), stop)
+            } else {
+                misses = 0;
+                self.calls(&outcome, turn)?
+            };
+            let mut record = record(turn, RequestKind::Agent, phase, choice, &outcome, calls, compacted);
+            record.temperature = temperature;
+            self.write(record, on_turn)?;
+            for planner in std::mem::take(&mut self.pending) {
+                self.write(planner, on_turn)?;
+            }
+            if let Some(stop) = stop {
+                return Ok(stop);
+            }
+        }
+    }
+
+    fn next_turn(&self) -> usize {
+        self.turns.len() + 1 // planner records of the last turn are already written
+    }
+
+    /// Whether the last two agent turns made the same calls.
+    fn in_rut(&self) -> bool {
+        let mut agent_turns = self.turns.iter().rev().filter(|t| t.kind == RequestKind::Agent);
+        let signature = |t: &TurnRecord| -> Vec<(String, Option<Value>)> {
+            t.calls
+                .iter()
+                .map(|c| (c.name.clone(), serde_json::from_str(&c.arguments).ok()))
+                .collect()
+        };
+        match (agent_turns.next(), agent_turns.next()) {
+            (Some(a), Some(b)) => !a.calls.is_empty() && signature(a) == signature(b),
+            _ => false,
+        }
+    }
+
+    fn write(&mut self, record: TurnRecord, on_turn: &mut dyn FnMut(&TurnRecord)) -> Result<(), AgentError> {
+        self.transcript.write(&record)?;
+        on_turn(&record);
+        self.turns.push(record);
+        Ok(())
+    }
+
+    /// An answer without a call: the reply phase's words, or a miss.
+    fn no_call(&mut self, outcome: &ChatOutcome, misses: usize) -> usize {
+        if *self.policy.phase() == Phase::Reply {
+            self.context.push_reply(outcome.content.trim());
+            self.policy.after_reply();
+            return 0;
+        }
+        if !outcome.content.is_empty() {
+            self.context.push_reply(&outcome.content);
+        }
+        self.context.push_note(&format!(
+            "no tool call was made (finish reason: {}); call one of: {}",
+            outcome.finish_reason,
+            self.policy.allowed().join(", ")
+        ));
+        misses + 1
+    }
+
+    /// Run every call of an answer and append the results.
+    fn calls(
+        &mut self,
+        outcome: &ChatOutcome,
+        turn: usize,
+    ) -> Result<(Vec<CallRecord>, Option<StopReason>), AgentError> {
+        self.context.push_calls(&outcome.content, &outcome.calls);
+        let mut records = Vec::new();
+        let mut stop = None;
+        for call in &outcome.calls {
+            let (result, ok, finished) = self.call(call, turn)?;
+            let result = self.within_budget(result, turn, &call.name)?;
+            let todo = self.todo();
+            self.context.push_observation(call, &result, todo.as_deref());
+            records.push(CallRecord {
+                name: call.name.clone(),
+                arguments: call.arguments.clone(),
+                ok,
+                result,
+            });
+            if let Some(summary) = finished {
+                stop = Some(StopReason::Finished { summary });
+            }
+        }
+        Ok((records, stop))
+    }
+
+    /// One call: `(observation, ok, Some(summary) for finish)`.
+    fn call(&mut self, call: &ChatCall, turn: usize) -> Result<(String, bool, Option<String>), AgentError> {
+        let arguments = match parse_arguments(&call.arguments) {
+            Ok(arguments) => arguments,
+            Err(error) => return Ok((format!("error: {error}"), false, None)),
+        };
+        let allowed = self.policy.allowed();
+        if !allowed.contains(&call.name.as_str()) {
+            let error = format!(
+                "error: `{}` is not allowed in this step ({}); allowed now: {}",
+                call.name,
+                self.policy.label(),
+                if allowed.is_empty() {
+                    "none (answer in words)".to_string()
+                } else {
+                    allowed.join(", ")
+                }
+            );
+            self.journal.record_call(turn, &call.name, &arguments, false, &error);
+            return Ok((error, false, None));
+        }
+        let (result, ok, finished) = match call.name.as_str() {
+            "finish" => {
+                let summary = arguments["summary"].as_str().unwrap_or("").trim().to_string();
+                (format!("finished: {summary}"), true, Some(summary))
+            }
+            "create_plan" => {
+                let goal = arguments["goal"].as_str().unwrap_or("").to_string();
+                (self.plan(&goal)?, true, None)
+            }
+            name => match self.toolbox.call(name, &arguments) {
+                Ok(text) => (text, true, None),
+                Err(error) => (format!("error: {error}"), false, None),
+            },
+        };
+        self.journal.record_call(turn, &call.name, &arguments, ok, &result);
+        if !matches!(call.name.as_str(), "create_plan" | "finish") {
+            if let Some(step) = self.policy.after_call(&call.name, ok) {
+                self.step_done(step, ok)?;
+            }
+        }
+        Ok((result, ok, finished))
+    }
+
+    /// `create_plan`: ask the planner, at most [`MAX_ATTEMPTS`] times.
+    fn plan(&mut self, goal: &str) -> Result<String, AgentError> {
+        let session = format!("{}-planner", self.config.session);
+        let mut retry: Option<(String, String)> = None;
+        for _ in 0..MAX_ATTEMPTS {
+            let body = planner_request(
+                &self.config.task,
+                goal,
+                retry.as_ref().map(|(a, e)| (a.as_str(), e.as_str())),
+            );
+            let turn = self.turns.len() + self.pending.len() + 2;
+            let outcome = self.backend.chat(&body, &session)?;
+            let parsed = parse_plan(&outcome.content, self.config.allow_shell);
+            let verdict = CallRecord {
+                name: "planner".into(),
+                arguments: String::new(),
+                ok: parsed.is_ok(),
+                result: parsed.as_ref().err().cloned().unwrap_or_else(|| "valid".into()),
+            };
+            let choice = body["response_format"].clone();
+            self.pending.push(record(
+                turn,
+                RequestKind::Planner,
+                "planner".into(),
+                choice,
+                &outcome,
+                vec![verdict],
+                false,
+            ));
+            match parsed {
+                Ok(plan) => return self.adopt_plan(plan, None),
+                Err(error) => retry = Some((outcome.content.clone(), error)),
+            }
+        }
+        let error = retry.map(|(_, e)| e).unwrap_or_default();
+        self.adopt_plan(Plan::Simple, Some(error))
+    }
+
+    /// Follow `plan`: the policy moves on, a complex plan seeds `todo.md`.
+    fn adopt_plan(&mut self, plan: Plan, failure: Option<String>) -> Result<String, AgentError> {
+        self.policy.after_plan(&plan);
+        let mut text = String::new();
+        if let Some(error) = failure {
+            text.push_str(&format!(
+                "The planner failed {MAX_ATTEMPTS} times (last error: {error}); going on without a plan.\n"
+            ));
+        }
+        text.push_str(&format_plan(&plan, self.config.allow_shell));
+        // todo.md starts as the plan's checklist (or the task itself), recited
+        // after every result from now on.
+        let todo = match &plan {
+            Plan::Complex(steps) => steps.iter().map(|s| format!("- [ ] {}\n", s.text)).collect(),
+            Plan::Simple => format!("- [ ] {}\n", self.config.task.trim()),
+        };
+        self.write_todo(&format!("# Plan\n{todo}"))?;
+        let summary = match &plan {
+            Plan::Simple => "plan: simple".to_string(),
+            Plan::Complex(steps) => format!("plan: {} steps", steps.len()),
+        };
+        self.journal.record(summary);
+        Ok(text)
+    }
+
+    /// A plan step ended: tick it in `todo.md` if the line is still there.
+    fn step_done(&mut self, step: usize, ok: bool) -> Result<(), AgentError> {
+        let text = self.policy.steps()[step].text.clone();
+        if !ok {
+            self.journal
+                .record(format!("step {} given up after failed attempts: {text}", step + 1));
+        }
+        if let Some(todo) = self.todo() {
+            let open = format!("- [ ] {text}");
+            if todo.contains(&open) {
+                self.write_todo(&todo.replacen(&open, &format!("- [x] {text}"), 1))?;
+            }
+        }
+        Ok(())
+    }
+
+    fn write_todo(&mut self, content: &str) -> Result<(), AgentError> {
+        self.toolbox
+            .call("todo_write", &json!({"content": content}))
+            .map(drop)
+            .map_err(|e| AgentError::Backend(format!("writing todo.md: {e}")))
+    }
+
+    /// `todo.md` as it is now, for recitation.
+    fn todo(&self) -> Option<String> {
+        let text = std::fs::read_to_string(self.toolbox.jail().root().join("todo.md")).ok()?;
+        Some(text.chars().take(TODO_RECITE_CHARS).collect())
+    }
+
+    /// A result over budget keeps head and tail; the whole goes to a file.
+    fn within_budget(&mut self, result: String, turn: usize, tool: &str) -> Result<String, AgentError> {
+        let saved_as = format!(".tessera/results/turn-{turn}-{tool}.txt");
+        let Some(capped) = cap(&result, result_budget(self.config.context_window), &saved_as) else {
+            return Ok(result);
+        };
+        let path = self.toolbox.jail().root().join(&saved_as);
+        let io = |source| AgentError::Io {
+            what: format!("saving {}", path.display()),
+            source,
+        };
+        if let Some(folder) = path.parent() {
+            std::fs::create_dir_all(folder).map_err(io)?;
+        }
+        std::fs::write(&path, &result).map_err(io)?;
+        Ok(capped)
+    }
+
+    /// Before the window fills (window − reserve), compact the history into a
+    /// checkpoint. Returns whether it did.
+    fn compact_if_needed(&mut self) -> bool {
+        let (counted_tokens, counted_messages) = self.counted;
+        let unseen = self.context.chars_from(counted_messages) / CHARS_PER_TOKEN;
+        let estimate = counted_tokens + unseen + self.policy.max_tokens();
+        if estimate + self.config.reserve_tokens <= self.config.context_window {
+            return false;
+        }
+        let checkpoint = self.checkpoint().render();
+        if self.context.compact(&checkpoint, self.config.keep_turns) == 0 {
+            return false;
+        }
+        // Unknown until the server counts again: estimate everything.
+        let tools_chars: usize = self.tools.iter().map(|t| t.to_string().len()).sum();
+        self.counted = (tools_chars / CHARS_PER_TOKEN, 0);
+        self.journal.record("history compacted into this checkpoint".into());
+        true
+    }
+
+    fn checkpoint(&self) -> Checkpoint {
+        let mut constraints = vec![
+            "every path stays inside the workspace".to_string(),
+            format!(
+                "{} of {} steps left",
+                self.config.max_steps - self.steps,
+                self.config.max_steps
+            ),
+        ];
+        if !self.config.allow_shell {
+            constraints.push("shell tools are disabled".into());
+        }
+        let open_items: Vec<String> = self
+            .todo()
+            .unwrap_or_default()
+            .lines()
+            .filter_map(|l| l.trim().strip_prefix("- [ ] ").map(str::to_string))
+            .collect();
+        let next_step = match self.policy.phase() {
+            Phase::Step { index, .. } => format!("plan step {}: {}", index + 1, self.policy.steps()[*index].text),
+            Phase::Reply | Phase::Plan => "make a plan".into(),
+            Phase::Act => "continue the task, or call finish when it is done".into(),
+        };
+        Checkpoint {
+            goal: self.config.task.clone(),
+            constraints,
+            decisions: self.journal.decisions().to_vec(),
+            open_items,
+            files_touched: self.journal.files().to_vec(),
+            next_step,
+        }
+    }
+}
+
+fn parse_arguments(text: &str) -> Result<Value, String> {
+    match serde_json::from_str::<Value>(text) {
+        Ok(value) if value.is_object() => Ok(value),
+        Ok(_) => Err("the arguments must be a JSON object".into()),
+        Err(error) => Err(format!("the arguments are not valid JSON ({error})")),
+    }
+}
+
+fn record(
+    turn: usize,
+    kind: RequestKind,
+    phase: String,
+    tool_choice: Value,
+    outcome: &ChatOutcome,
+    calls: Vec<CallRecord>,
+    compacted: bool,
+) -> TurnRecord {
+    TurnRecord {
+        turn,
+        kind,
+        phase,
+        tool_choice,
+        prompt_tokens: outcome.prompt_tokens,
+        cached_tokens: outcome.cached_tokens,
+        completion_tokens: outcome.completion_tokens,
+        ttft_ms: outcome.ttft.as_secs_f64() * 1e3,
+        total_ms: outcome.total.as_secs_f64() * 1e3,
+        finish_reason: outcome.finish_reason.clone(),
+        content: outcome.content.clone(),
+        calls,
+        compacted,
+        temperature: 0.0,
+    }
+}

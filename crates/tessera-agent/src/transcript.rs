@@ -1,0 +1,218 @@
+//! The run's record: one JSON object per model request in
+//! `<workspace>/.tessera/transcript.jsonl`, written as each request ends (a
+//! crash loses nothing already answered), and the per-turn table printed at
+//! the end.
+
+use crate::AgentError;
+use serde::Serialize;
+use std::fs::File;
+use std::io::{BufWriter, Write};
+use std::path::{Path, PathBuf};
+
+/// Which loop sent a request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum RequestKind {
+    /// The agent's own turn.
+    Agent,
+    /// The planner behind `create_plan`.
+    Planner,
+}
+
+/// One call and what came of it.
+#[derive(Debug, Clone, Serialize)]
+pub struct CallRecord {
+    /// Tool name.
+    pub name: String,
+    /// Arguments as the model wrote them.
+    pub arguments: String,
+    /// Whether the tool succeeded.
+    pub ok: bool,
+    /// The observation the model was given.
+    pub result: String,
+}
+
+/// One model request.
+#[derive(Debug, Clone, Serialize)]
+pub struct TurnRecord {
+    /// Request number in the run, from 1.
+    pub turn: usize,
+    /// Agent turn or planner request.
+    pub kind: RequestKind,
+    /// The policy phase (`reply`, `plan`, `step 1/3`, `act`; `planner`).
+    pub phase: String,
+    /// The `tool_choice` sent.
+    pub tool_choice: serde_json::Value,
+    /// Prompt tokens.
+    pub prompt_tokens: usize,
+    /// Prompt tokens served from the prefix cache.
+    pub cached_tokens: usize,
+    /// Tokens generated.
+    pub completion_tokens: usize,
+    /// Time to the first delta, in milliseconds.
+    pub ttft_ms: f64,
+    /// Time to the end of the answer, in milliseconds.
+    pub total_ms: f64,
+    /// Why generation stopped.
+    pub finish_reason: String,
+    /// Free text of the answer.
+    pub content: String,
+    /// Calls and their results.
+    pub calls: Vec<CallRecord>,
+    /// Whether the history was compacted before this request.
+    pub compacted: bool,
+    /// Sampling temperature of the request.
+    pub temperature: f32,
+}
+
+/// Appends records to the transcript file.
+pub struct Transcript {
+    path: PathBuf,
+    out: BufWriter<File>,
+}
+
+impl Transcript {
+    /// Start `<workspace>/.tessera/transcript.jsonl` afresh.
+    pub fn create(workspace: &Path) -> Result<Self, AgentError> {
+        let folder = workspace.join(".tessera");
+        let io = |what: String| move |source| AgentError::Io { what, source };
+        std::fs::create_dir_all(&folder).map_err(io(format!("creating {}", folder.display())))?;
+        let path = folder.join("transcript.jsonl");
+        let file = File::create(&path).map_err(io(format!("creating {}", path.display())))?;
+        Ok(Self {
+            path,
+            out: BufWriter::new(file),
+        })
+    }
+
+    /// Where the transcript is.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Write one record and flush it.
+    pub fn write(&mut self, record: &TurnRecord) -> Result<(), AgentError> {
+        let line =
+            serde_json::to_string(record).map_err(|e| AgentError::Backend(format!("serializing a record: {e}")))?;
+        writeln!(self.out, "{line}")
+            .and_then(|()| self.out.flush())
+            .map_err(|source| AgentError::Io {
+                what: format!("writing {}", self.path.display()),
+                source,
+            })
+    }
+}
+
+/// Token-weighted share of prompt tokens served from the cache, over the
+/// requests after the first (the first one is cold by construction).
+pub fn hit_rate_from_turn_2(turns: &[TurnRecord]) -> Option<f64> {
+    let (cached, prompt) = turns
+        .iter()
+        .filter(|t| t.turn >= 2)
+        .fold((0, 0), |(c, p), t| (c + t.cached_tokens, p + t.prompt_tokens));
+    (prompt > 0).then(|| cached as f64 / prompt as f64)
+}
+
+/// The per-turn table: prompt tokens, cached tokens, hit rate, TTFT, action.
+pub fn table(turns: &[TurnRecord]) -> String {
+    let mut text = format!(
+        "{:>4}  {:<9} {:>7} {:>7} {:>6} {:>9}  {}\n",
+        "turn", "phase", "prompt", "cached", "hit", "TTFT ms", "action"
+    );
+    for t in turns {
+        let hit = match t.prompt_tokens {
+            0 => "-".to_string(),
+            p => format!("{:.1}%", 100.0 * t.cached_tokens as f64 / p as f64),
+        };
+        text.push_str(&format!(
+            "{:>4}  {:<9} {:>7} {:>7} {:>6} {:>9.0}  {}\n",
+            t.turn,
+            t.phase,
+            t.prompt_tokens,
+            t.cached_tokens,
+            hit,
+            t.ttft_ms,
+            action(t)
+        ));
+    }
+    if let Some(rate) = hit_rate_from_turn_2(turns) {
+        text.push_str(&format!(
+            "cache hit rate from turn 2, token-weighted: {:.1}%\n",
+            100.0 * rate
+        ));
+    }
+    text
+}
+
+/// What a turn did, in a few words.
+fn action(turn: &TurnRecord) -> String {
+    if turn.calls.is_empty() {
+        let text: String = turn.content.split_whitespace().collect::<Vec<_>>().join(" ");
+        let short: String = text.chars().take(48).collect();
+        return format!("says \"{short}{}\"", if text.chars().count() > 48 { "…" } else { "" });
+    }
+    turn.calls
+        .iter()
+        .map(|c| {
+            let args: String = c.arguments.chars().take(48).collect();
+            format!("{} {args}{}", c.name, if c.ok { "" } else { " → error" })
+        })
+        .collect::<Vec<_>>()
+        .join("; ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn record(turn: usize, prompt: usize, cached: usize) -> TurnRecord {
+        TurnRecord {
+            turn,
+            kind: RequestKind::Agent,
+            phase: "act".into(),
+            tool_choice: serde_json::json!("required"),
+            prompt_tokens: prompt,
+            cached_tokens: cached,
+            completion_tokens: 3,
+            ttft_ms: 12.0,
+            total_ms: 30.0,
+            finish_reason: "tool_calls".into(),
+            content: String::new(),
+            calls: vec![CallRecord {
+                name: "file_read".into(),
+                arguments: "{\"path\":\"a\"}".into(),
+                ok: false,
+                result: "error: no".into(),
+            }],
+            compacted: false,
+            temperature: 0.0,
+        }
+    }
+
+    #[test]
+    fn hit_rate_skips_turn_1_and_weighs_by_tokens() {
+        let turns = [record(1, 1000, 0), record(2, 1000, 900), record(3, 3000, 2900)];
+        assert_eq!(hit_rate_from_turn_2(&turns), Some(3800.0 / 4000.0));
+        assert_eq!(hit_rate_from_turn_2(&turns[..1]), None);
+        let table = table(&turns);
+        assert!(
+            table.contains("96.7%") && table.contains("hit rate from turn 2, token-weighted: 95.0%"),
+            "{table}"
+        );
+        assert!(table.contains("file_read {\"path\":\"a\"} → error"));
+    }
+
+    #[test]
+    fn transcript_lines_are_json() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut transcript = Transcript::create(dir.path()).unwrap();
+        transcript.write(&record(1, 10, 0)).unwrap();
+        transcript.write(&record(2, 12, 10)).unwrap();
+        let text = std::fs::read_to_string(transcript.path()).unwrap();
+        let lines: Vec<serde_json::Value> = text.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+        assert_eq!(lines.len(), 2);
+        assert_eq!(lines[1]["cached_tokens"], 10);
+        assert_eq!(lines[1]["kind"], "agent");
+        assert_eq!(lines[0]["calls"][0]["result"], "error: no");
+    }
+}
