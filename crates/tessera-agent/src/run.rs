@@ -487,3 +487,6 @@ fn record(
         temperature: 0.0,
     }
 }
+
+#[cfg(test)]
+mod tests;

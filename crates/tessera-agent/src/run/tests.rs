@@ -1,0 +1,353 @@
+//! The loop's mechanics against a scripted backend: the model's answers are
+//! fixed, so each test checks one lesson of the harness exactly (what was
+//! sent, what was written), which the real model cannot be steered to show.
+
+use super::*;
+use crate::jail::Jail;
+use std::collections::VecDeque;
+use std::path::Path;
+
+/// Answers from a list and keeps every request body.
+struct Script {
+    answers: VecDeque<ChatOutcome>,
+    bodies: Vec<Value>,
+}
+
+impl Backend for Script {
+    fn chat(&mut self, body: &Value, _session: &str) -> Result<ChatOutcome, AgentError> {
+        self.bodies.push(body.clone());
+        let mut answer = self
+            .answers
+            .pop_front()
+            .ok_or_else(|| AgentError::Backend("the script has no more answers".into()))?;
+        answer.prompt_tokens = body.to_string().len() / 4;
+        Ok(answer)
+    }
+
+    fn model(&self) -> &str {
+        "script"
+    }
+}
+
+fn text(content: &str) -> ChatOutcome {
+    ChatOutcome {
+        content: content.into(),
+        finish_reason: "stop".into(),
+        ..ChatOutcome::default()
+    }
+}
+
+fn call(name: &str, arguments: Value) -> ChatOutcome {
+    ChatOutcome {
+        calls: vec![ChatCall {
+            id: format!("call_{name}_{}", arguments.to_string().len()),
+            name: name.into(),
+            arguments: arguments.to_string(),
+        }],
+        finish_reason: "tool_calls".into(),
+        ..ChatOutcome::default()
+    }
+}
+
+/// Reply, forced plan, and the planner's answer.
+fn opening(plan: &str) -> Vec<ChatOutcome> {
+    vec![
+        text("I will do that."),
+        call("create_plan", json!({"goal": "do it"})),
+        text(plan),
+    ]
+}
+
+fn run_script(
+    dir: &Path,
+    answers: Vec<ChatOutcome>,
+    config: AgentConfig,
+) -> (Result<RunReport, AgentError>, Vec<Value>) {
+    let mut script = Script {
+        answers: answers.into(),
+        bodies: Vec::new(),
+    };
+    let toolbox = Toolbox::new(Jail::new(dir).unwrap(), config.allow_shell);
+    let report = run(&mut script, toolbox, config, &mut |_| {});
+    (report, script.bodies)
+}
+
+fn config(task: &str) -> AgentConfig {
+    AgentConfig::new(task, 8192)
+}
+
+fn workspace(files: &[(&str, &str)]) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    for (path, text) in files {
+        std::fs::write(dir.path().join(path), text).unwrap();
+    }
+    dir
+}
+
+fn last_message(body: &Value) -> &str {
+    body["messages"].as_array().unwrap().last().unwrap()["content"]
+        .as_str()
+        .unwrap_or("")
+}
+
+fn allowed(body: &Value) -> Vec<&str> {
+    body["tool_choice"]["allowed_tools"]["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["function"]["name"].as_str().unwrap())
+        .collect()
+}
+
+#[test]
+fn a_run_follows_the_policy_keeps_its_prefix_and_finishes() {
+    let dir = workspace(&[("notes.md", "first line\nsecond line\n")]);
+    let mut answers = opening(r#"{"mode":"complex","plan":["Read notes.md","Write its first line to out.txt"]}"#);
+    answers.extend([
+        call("file_read", json!({"path": "notes.md"})),
+        call("file_write", json!({"path": "out.txt", "content": "first line"})),
+        call("finish", json!({"summary": "copied"})),
+    ]);
+    let (report, bodies) = run_script(
+        dir.path(),
+        answers,
+        config("Copy the first line of notes.md to out.txt."),
+    );
+    let report = report.unwrap();
+    assert_eq!(
+        report.stop,
+        StopReason::Finished {
+            summary: "copied".into()
+        }
+    );
+    assert_eq!(
+        std::fs::read_to_string(dir.path().join("out.txt")).unwrap(),
+        "first line"
+    );
+
+    // Request order: reply, plan, planner, step 1, step 2, act.
+    assert_eq!(bodies[0]["tool_choice"], "none");
+    assert_eq!(bodies[0]["stop"], json!(REPLY_STOPS));
+    assert_eq!(bodies[1]["tool_choice"]["function"]["name"], "create_plan");
+    assert_eq!(bodies[2]["temperature"], 0, "the planner is deterministic");
+    assert!(bodies[2].get("tools").is_none(), "the planner has its own prompt");
+    assert_eq!(allowed(&bodies[3]), vec!["file_read"]);
+    assert_eq!(allowed(&bodies[4]), vec!["file_write"]);
+    assert!(allowed(&bodies[5]).contains(&"finish"));
+
+    // Stable prefix: every agent request has the same tools and extends the previous messages.
+    let agent: Vec<&Value> = bodies.iter().filter(|b| b.get("tools").is_some()).collect();
+    for pair in agent.windows(2) {
+        assert_eq!(pair[0]["tools"], pair[1]["tools"], "tools are never added or removed");
+        let before = pair[0]["messages"].as_array().unwrap();
+        assert_eq!(&pair[1]["messages"].as_array().unwrap()[..before.len()], &before[..]);
+    }
+    // Recitation: the plan's checklist ends each result, ticked as steps end.
+    assert!(last_message(&bodies[3])
+        .ends_with("[todo.md]\n# Plan\n- [ ] Read notes.md\n- [ ] Write its first line to out.txt"));
+    assert!(last_message(&bodies[4]).contains("- [x] Read notes.md\n- [ ] Write"));
+    assert!(last_message(&bodies[5]).contains("- [x] Write its first line to out.txt"));
+    // The transcript holds every request, planner included.
+    let lines = std::fs::read_to_string(&report.transcript).unwrap();
+    assert_eq!(lines.lines().count(), 6);
+    assert_eq!(
+        report.turns.iter().map(|t| t.turn).collect::<Vec<_>>(),
+        vec![1, 2, 3, 4, 5, 6]
+    );
+}
+
+#[test]
+fn the_planner_is_retried_with_the_error_then_given_up() {
+    let dir = workspace(&[]);
+    let mut answers = opening("not json");
+    answers.extend([
+        text(r#"{"mode":"complex","plan":["one"]}"#),
+        text(r#"{"mode":"simple"}"#),
+    ]);
+    answers.push(call("finish", json!({"summary": "done"})));
+    let (report, bodies) = run_script(dir.path(), answers, config("t"));
+    let report = report.unwrap();
+    let retry = bodies[3]["messages"][1]["content"].as_str().unwrap();
+    assert!(
+        retry.contains("Your last answer was not json") && retry.contains("not valid JSON"),
+        "{retry}"
+    );
+    assert!(bodies[4]["messages"][1]["content"]
+        .as_str()
+        .unwrap()
+        .contains("has 1 steps"));
+    let verdicts: Vec<bool> = report
+        .turns
+        .iter()
+        .filter(|t| t.phase == "planner")
+        .map(|t| t.calls[0].ok)
+        .collect();
+    assert_eq!(verdicts, vec![false, false, true]);
+
+    let mut answers = opening("{}");
+    answers.extend([text("{}"), text("{}"), call("finish", json!({"summary": "x"}))]);
+    let (report, bodies) = run_script(dir.path(), answers, config("t"));
+    assert!(matches!(report.unwrap().stop, StopReason::Finished { .. }));
+    assert!(
+        last_message(&bodies[5]).starts_with("The planner failed 3 times (last error: missing string field `mode`)")
+    );
+    assert!(
+        allowed(&bodies[5]).contains(&"finish"),
+        "without a plan the agent acts freely"
+    );
+}
+
+#[test]
+fn errors_stay_in_and_disallowed_calls_are_refused() {
+    let dir = workspace(&[("a.md", "x\n")]);
+    let mut answers = opening(r#"{"mode":"simple"}"#);
+    answers.extend([
+        call("file_read", json!({"path": "missing.md"})),
+        call("shell_exec", json!({"command": "ls"})),
+        call("file_read", json!({"path": "../etc/passwd"})),
+        call("finish", json!({"summary": "gave up"})),
+    ]);
+    let (report, bodies) = run_script(dir.path(), answers, config("t"));
+    report.unwrap();
+    let history = bodies.last().unwrap()["messages"].to_string();
+    assert!(history.contains("error: path \\\"missing.md\\\" does not exist; the workspace root holds: a.md"));
+    assert!(
+        history.contains("error: `shell_exec` is not allowed in this step (act)"),
+        "masked tools are refused by the harness too"
+    );
+    assert!(history.contains("leaves the workspace"));
+}
+
+#[test]
+fn repeated_results_are_worded_apart_and_a_rut_raises_the_temperature() {
+    let dir = workspace(&[("a.md", "x\n")]);
+    let mut answers = opening(r#"{"mode":"simple"}"#);
+    for _ in 0..3 {
+        answers.push(call("file_read", json!({"path": "a.md"})));
+    }
+    answers.push(call("finish", json!({"summary": "x"})));
+    let (_, bodies) = run_script(dir.path(), answers, config("t"));
+    let results: Vec<&str> = bodies.last().unwrap()["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|m| m["role"] == "tool" && m["content"].as_str().unwrap().contains("a.md: lines"))
+        .map(|m| m["content"].as_str().unwrap())
+        .collect();
+    assert_eq!(results.len(), 3);
+    assert!(results[0].starts_with("a.md: lines"));
+    assert!(results[1].starts_with("(same result as an earlier call) a.md"));
+    assert!(results[2].starts_with("(unchanged from before) a.md"));
+    let temperatures: Vec<f64> = bodies
+        .iter()
+        .filter(|b| b.get("tools").is_some())
+        .map(|b| b["temperature"].as_f64().unwrap())
+        .collect();
+    let rut = RUT_TEMPERATURE as f64;
+    assert_eq!(
+        temperatures,
+        vec![0.0, 0.0, 0.0, 0.0, rut, rut],
+        "after two identical calls the next turns are sampled"
+    );
+}
+
+#[test]
+fn a_result_over_budget_keeps_head_and_tail_and_is_saved() {
+    let big: String = (0..3000).map(|i| format!("line {i:05} {}\n", "x".repeat(30))).collect();
+    let dir = workspace(&[("big.txt", &big)]);
+    let mut answers = opening(r#"{"mode":"simple"}"#);
+    answers.extend([
+        call("file_read", json!({"path": "big.txt"})),
+        call("finish", json!({"summary": "x"})),
+    ]);
+    let (report, bodies) = run_script(dir.path(), answers, config("t"));
+    let report = report.unwrap();
+    let observation = &report.turns[3].calls[0].result;
+    let budget = crate::budget::result_budget(8192);
+    assert!(
+        observation.chars().count() < budget + 400,
+        "{} chars",
+        observation.chars().count()
+    );
+    assert!(observation.starts_with("big.txt: lines 1-"));
+    assert!(observation.contains("saved as .tessera/results/turn-4-file_read.txt"));
+    let saved = std::fs::read_to_string(dir.path().join(".tessera/results/turn-4-file_read.txt")).unwrap();
+    assert!(saved.starts_with("big.txt: lines 1-") && saved.contains("line 01000") && saved.len() > 50_000);
+    assert!(last_message(&bodies[4]).contains("characters omitted"));
+}
+
+#[test]
+fn compaction_before_the_window_fills_keeps_calls_with_results() {
+    let page: String = (0..40).map(|i| format!("row {i} of a medium file\n")).collect();
+    let dir = workspace(&[("m.txt", &page), ("n.txt", "short\n")]);
+    let mut answers = opening(r#"{"mode":"simple"}"#);
+    for i in 0..8 {
+        let path = if i % 2 == 0 { "m.txt" } else { "n.txt" };
+        answers.push(call("file_read", json!({"path": path, "start_line": 1 + i / 2})));
+    }
+    answers.push(call("finish", json!({"summary": "x"})));
+    let config = AgentConfig {
+        reserve_tokens: 512,
+        keep_turns: 1,
+        ..AgentConfig::new("Read the files.", 2048)
+    };
+    let (report, bodies) = run_script(dir.path(), answers, config);
+    let report = report.unwrap();
+    assert!(report.compactions >= 1, "a 2,048-token window must compact");
+    let compacted: Vec<usize> = report.turns.iter().filter(|t| t.compacted).map(|t| t.turn).collect();
+    let body = &bodies[compacted[compacted.len() - 1] - 1];
+    let messages = body["messages"].as_array().unwrap();
+    let checkpoint = messages[2]["content"].as_str().unwrap();
+    for field in [
+        "Goal: Read the files.",
+        "Constraints:",
+        "Decisions:",
+        "Open items:",
+        "Files touched:",
+        "Next step:",
+    ] {
+        assert!(checkpoint.contains(field), "{field} missing from\n{checkpoint}");
+    }
+    assert!(
+        checkpoint.contains("re-attach with file_read {\"path\":\"m.txt\"}"),
+        "{checkpoint}"
+    );
+    for compacted_body in compacted.iter().map(|t| &bodies[t - 1]) {
+        let messages = compacted_body["messages"].as_array().unwrap();
+        let ids: Vec<&Value> = messages
+            .iter()
+            .flat_map(|m| m["tool_calls"].as_array().into_iter().flatten())
+            .map(|c| &c["id"])
+            .collect();
+        for result in messages.iter().filter(|m| m["role"] == "tool") {
+            assert!(
+                ids.contains(&&result["tool_call_id"]),
+                "a result lost its call: {result}"
+            );
+        }
+        assert!(
+            compacted_body.to_string().len() / 4 < 2048,
+            "the compacted request fits the window"
+        );
+    }
+}
+
+#[test]
+fn runs_end_on_repeated_no_calls_and_at_the_step_limit() {
+    let dir = workspace(&[]);
+    let mut answers = opening(r#"{"mode":"simple"}"#);
+    answers.extend([text("hmm"), text("well"), text("so")]);
+    let (report, bodies) = run_script(dir.path(), answers, config("t"));
+    assert_eq!(report.unwrap().stop, StopReason::NoCall { misses: MAX_MISSES });
+    assert!(last_message(&bodies[5])
+        .starts_with("[harness] no tool call was made (finish reason: stop); call one of: file_read"));
+
+    let mut answers = opening(r#"{"mode":"simple"}"#);
+    answers.extend((0..3).map(|i| call("file_list", json!({"path": ".", "n": i}))));
+    let config = AgentConfig {
+        max_steps: 4,
+        ..config("t")
+    };
+    let (report, _) = run_script(dir.path(), answers, config);
+    assert_eq!(report.unwrap().stop, StopReason::StepLimit { steps: 4 });
+}
