@@ -477,6 +477,10 @@ fn record(
         tool_choice,
         prompt_tokens: outcome.prompt_tokens,
         cached_tokens: outcome.cached_tokens,
+        hit_rate: match outcome.prompt_tokens {
+            0 => 0.0,
+            prompt => outcome.cached_tokens as f64 / prompt as f64,
+        },
         completion_tokens: outcome.completion_tokens,
         ttft_ms: outcome.ttft.as_secs_f64() * 1e3,
         total_ms: outcome.total.as_secs_f64() * 1e3,

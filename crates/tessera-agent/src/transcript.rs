@@ -47,6 +47,8 @@ pub struct TurnRecord {
     pub prompt_tokens: usize,
     /// Prompt tokens served from the prefix cache.
     pub cached_tokens: usize,
+    /// `cached_tokens / prompt_tokens` (0 for an empty prompt).
+    pub hit_rate: f64,
     /// Tokens generated.
     pub completion_tokens: usize,
     /// Time to the first delta, in milliseconds.
@@ -173,6 +175,7 @@ mod tests {
             tool_choice: serde_json::json!("required"),
             prompt_tokens: prompt,
             cached_tokens: cached,
+            hit_rate: cached as f64 / prompt as f64,
             completion_tokens: 3,
             ttft_ms: 12.0,
             total_ms: 30.0,
@@ -212,6 +215,7 @@ mod tests {
         let lines: Vec<serde_json::Value> = text.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
         assert_eq!(lines.len(), 2);
         assert_eq!(lines[1]["cached_tokens"], 10);
+        assert_eq!(lines[1]["hit_rate"], 10.0 / 12.0);
         assert_eq!(lines[1]["kind"], "agent");
         assert_eq!(lines[0]["calls"][0]["result"], "error: no");
     }

@@ -6,8 +6,10 @@
 
 use crate::parallel;
 use crate::{ModelError, Result};
-use candle_core::quantized::{QMatMul, QStorage, QTensor};
+use candle_core::quantized::{GgmlDType, QMatMul, QStorage, QTensor};
 use candle_core::{Device, Module, Tensor};
+use std::ops::Range;
+use tessera_kernels::{matmul_q8_0, Path, Q8Activations, Q8_0Weights};
 
 /// A `[out, in]` weight matrix, quantized or dense f32.
 #[derive(Debug)]
@@ -90,25 +92,54 @@ impl Matrix {
 /// A matrix split into row slices computed in parallel: `y = x Wᵀ`.
 #[derive(Debug)]
 pub struct ParallelMatMul {
-    slices: Vec<(usize, QMatMul)>,
+    kernel: Kernel,
     rows: usize,
     cols: usize,
 }
 
+/// Who computes the product.
+#[derive(Debug)]
+enum Kernel {
+    /// Q8_0 weights: Tessera's own kernels (`tessera-kernels`), bit-identical
+    /// to candle's Q8_0 dot product, activations quantized once per product.
+    Q8_0 {
+        weights: Q8_0Weights,
+        slices: Vec<Range<usize>>,
+    },
+    /// Every other type: candle's quantized (or dense) matmul per row slice.
+    Candle(Vec<(usize, QMatMul)>),
+}
+
+/// Row ranges of `rows`, one per worker thread (heights multiples of 16).
+fn row_ranges(rows: usize) -> Vec<Range<usize>> {
+    let parts = parallel::num_threads().min(rows.div_ceil(16)).max(1);
+    let height = rows.div_ceil(parts).div_ceil(16) * 16;
+    (0..rows)
+        .step_by(height.max(1))
+        .map(|start| start..(start + height).min(rows))
+        .collect()
+}
+
 impl ParallelMatMul {
-    /// Split `matrix` into one slice per worker thread (slice heights multiples of 16).
+    /// Split `matrix` into one slice per worker thread.
     pub fn new(matrix: Matrix) -> Result<Self> {
         let (rows, cols) = matrix.dims()?;
-        let parts = parallel::num_threads().min(rows.div_ceil(16)).max(1);
-        let height = rows.div_ceil(parts).div_ceil(16) * 16;
-        let mut slices = Vec::new();
-        let mut start = 0;
-        while start < rows {
-            let len = height.min(rows - start);
-            slices.push((len, matrix.row_slice(start, len)?));
-            start += len;
-        }
-        Ok(Self { slices, rows, cols })
+        let slices = row_ranges(rows);
+        let kernel = match &matrix {
+            Matrix::Quantized(q) if q.dtype() == GgmlDType::Q8_0 => Kernel::Q8_0 {
+                weights: Q8_0Weights::from_ggml(&q.data()?, rows, cols)
+                    .map_err(|e| ModelError::InvalidConfig(format!("Q8_0 weights: {e}")))?,
+                slices,
+            },
+            _ => {
+                let mut parts = Vec::with_capacity(slices.len());
+                for range in slices {
+                    parts.push((range.len(), matrix.row_slice(range.start, range.len())?));
+                }
+                Kernel::Candle(parts)
+            }
+        };
+        Ok(Self { kernel, rows, cols })
     }
 
     /// Output width.
@@ -118,8 +149,33 @@ impl ParallelMatMul {
 
     /// `x` is `[n, cols]`; returns `[n, rows]`.
     pub fn forward(&self, x: &[f32], n: usize) -> Result<Vec<f32>> {
+        match &self.kernel {
+            Kernel::Q8_0 { weights, slices } => self.forward_q8_0(weights, slices, x, n),
+            Kernel::Candle(slices) => self.forward_candle(slices, x, n),
+        }
+    }
+
+    fn forward_q8_0(&self, weights: &Q8_0Weights, slices: &[Range<usize>], x: &[f32], n: usize) -> Result<Vec<f32>> {
+        let kernel_error = |e: tessera_kernels::KernelError| ModelError::InvalidConfig(format!("Q8_0 matmul: {e}"));
+        let activations = Q8Activations::quantize(x, n, self.cols).map_err(kernel_error)?;
+        let path = Path::detect();
+        let parts = parallel::map(slices, |range| {
+            let mut part = vec![0f32; n * range.len()];
+            matmul_q8_0(path, weights, range.clone(), &activations, &mut part, range.len()).map(|()| part)
+        });
+        let mut y = vec![0f32; n * self.rows];
+        for (range, part) in slices.iter().zip(parts) {
+            let part = part.map_err(kernel_error)?;
+            for (row, values) in part.chunks_exact(range.len()).enumerate() {
+                y[row * self.rows + range.start..row * self.rows + range.end].copy_from_slice(values);
+            }
+        }
+        Ok(y)
+    }
+
+    fn forward_candle(&self, slices: &[(usize, QMatMul)], x: &[f32], n: usize) -> Result<Vec<f32>> {
         let input = Tensor::from_slice(x, (n, self.cols), &Device::Cpu)?;
-        let outputs = parallel::map(&self.slices, |(_, slice)| -> Result<Vec<f32>> {
+        let outputs = parallel::map(slices, |(_, slice)| -> Result<Vec<f32>> {
             Ok(slice.forward(&input)?.flatten_all()?.to_vec1::<f32>()?)
         });
         if outputs.len() == 1 {
@@ -127,7 +183,7 @@ impl ParallelMatMul {
         }
         let mut y = vec![0f32; n * self.rows];
         let mut offset = 0;
-        for ((len, _), part) in self.slices.iter().zip(outputs) {
+        for ((len, _), part) in slices.iter().zip(outputs) {
             let part = part?;
             for (row, values) in part.chunks_exact(*len).enumerate() {
                 y[row * self.rows + offset..row * self.rows + offset + len].copy_from_slice(values);

@@ -1,0 +1,43 @@
+//! Tessera's CPU kernels.
+//!
+//! Quantized weight matrices times activations quantized per row to 8 bits,
+//! as GGML defines the formats. The first format is Q8_0 (32 signed bytes and
+//! one scale per block), the format the runtime repacks Q4_1 weights into.
+//!
+//! Every kernel computes each output exactly as candle's reference dot
+//! product does (same integer partial sums, same fused multiply-adds in the
+//! same order, same final reduction), so switching to these kernels changes
+//! speed, never a logit; and every output is computed the same way whatever
+//! the batch around it (batch invariance). Speed comes from the layout and
+//! the loop nest instead: scales converted to f32 once at load, activations
+//! quantized once per matrix product instead of once per worker, and a
+//! register tile that reuses each loaded weight block across several
+//! activation rows (prefill) or each activation block across several weight
+//! rows (decode).
+//!
+//! Paths: AVX2+FMA when the CPU has it (detected at run time), a portable
+//! one otherwise; [`Path::Portable`] can be forced for tests.
+#![deny(missing_docs)]
+
+mod activations;
+mod dispatch;
+mod error;
+mod portable;
+mod q8_0;
+#[cfg(target_arch = "x86_64")]
+mod x86;
+
+pub use activations::Q8Activations;
+pub use dispatch::{matmul_q8_0, Path};
+pub use error::KernelError;
+pub use q8_0::Q8_0Weights;
+
+/// Values per quantization block (Q8_0, Q4_0, Q4_1, and the activations).
+pub const BLOCK: usize = 32;
+
+/// Lanes of the per-output accumulator: one per run of four bytes of a block,
+/// as an AVX2 register of f32 holds them.
+const LANES: usize = 8;
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,146 @@
+//! Every path against the portable definition (bit for bit) and against a
+//! dequantize-then-f32 reference (within a stated tolerance), on random data
+//! of odd shapes: row counts that are not multiples of the tiles, inner
+//! dimensions that are not multiples of 256.
+
+use crate::*;
+use half::f16;
+
+/// xorshift64*: deterministic test data without a dependency.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    }
+
+    fn float(&mut self) -> f32 {
+        (self.next() >> 40) as f32 / (1u64 << 24) as f32 * 2.0 - 1.0
+    }
+}
+
+fn random_weights(rng: &mut Rng, rows: usize, cols: usize) -> Q8_0Weights {
+    let mut bytes = Vec::new();
+    for _ in 0..rows * cols / BLOCK {
+        bytes.extend_from_slice(&f16::from_f32(rng.float().abs() * 0.05 + 1e-4).to_le_bytes());
+        // Every byte value, -128 included.
+        bytes.extend((0..BLOCK).map(|_| (rng.next() >> 56) as u8));
+    }
+    Q8_0Weights::from_ggml(&bytes, rows, cols).unwrap()
+}
+
+fn random_activations(rng: &mut Rng, rows: usize, cols: usize) -> (Vec<f32>, Q8Activations) {
+    let x: Vec<f32> = (0..rows * cols).map(|_| rng.float() * 4.0).collect();
+    let q = Q8Activations::quantize(&x, rows, cols).unwrap();
+    (x, q)
+}
+
+fn product(path: Path, w: &Q8_0Weights, x: &Q8Activations) -> Vec<f32> {
+    let mut out = vec![f32::NAN; x.rows() * w.rows()];
+    matmul_q8_0(path, w, 0..w.rows(), x, &mut out, w.rows()).unwrap();
+    out
+}
+
+const SHAPES: &[(usize, usize, usize)] = &[
+    // (weight rows, activation rows, blocks per row)
+    (1, 1, 1),
+    (3, 1, 3),
+    (5, 2, 18),
+    (7, 5, 1),
+    (17, 33, 18),
+    (4, 37, 48),
+    (9, 3, 7),
+];
+
+#[test]
+fn every_path_equals_the_portable_definition_bit_for_bit() {
+    let mut rng = Rng(0x9E37_79B9_7F4A_7C15);
+    for &(rows, n, blocks) in SHAPES {
+        let cols = blocks * BLOCK;
+        let w = random_weights(&mut rng, rows, cols);
+        let (_, x) = random_activations(&mut rng, n, cols);
+        let portable = product(Path::Portable, &w, &x);
+        for path in [Path::Avx2] {
+            if !path.available() {
+                eprintln!("{path:?} is not available on this CPU; its check is skipped");
+                continue;
+            }
+            let fast = product(path, &w, &x);
+            let same = portable.iter().zip(&fast).all(|(a, b)| a.to_bits() == b.to_bits());
+            assert!(
+                same,
+                "{path:?} differs from the portable path at shape {rows}x{n}x{cols}"
+            );
+        }
+    }
+}
+
+#[test]
+fn products_match_a_dequantized_f32_reference() {
+    let mut rng = Rng(42);
+    for &(rows, n, blocks) in SHAPES {
+        let cols = blocks * BLOCK;
+        let w = random_weights(&mut rng, rows, cols);
+        let (x, q) = random_activations(&mut rng, n, cols);
+        let got = product(Path::detect(), &w, &q);
+        for r in 0..rows {
+            let wr = w.dequantize_row(r);
+            for j in 0..n {
+                let xr = &x[j * cols..(j + 1) * cols];
+                let exact: f64 = wr.iter().zip(xr).map(|(a, b)| *a as f64 * *b as f64).sum();
+                let scale: f64 = wr.iter().zip(xr).map(|(a, b)| (*a as f64 * *b as f64).abs()).sum();
+                // 8-bit activations: each term is off by at most half a step
+                // (|x|max/127/2 per element); measured against Σ|w·x|, 1% holds.
+                let error = (got[j * rows + r] as f64 - exact).abs();
+                assert!(
+                    error <= 0.01 * scale + 1e-6,
+                    "{rows}x{n}x{cols} ({r},{j}): {error} vs {scale}"
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn a_row_range_writes_only_its_columns_and_shapes_are_checked() {
+    let mut rng = Rng(7);
+    let w = random_weights(&mut rng, 10, 64);
+    let (_, x) = random_activations(&mut rng, 3, 64);
+    let full = product(Path::detect(), &w, &x);
+    let mut part = vec![f32::NAN; 3 * 10];
+    for range in [0..3, 3..4, 4..10] {
+        let start = range.start;
+        matmul_q8_0(Path::detect(), &w, range, &x, &mut part[start..], 10).unwrap();
+    }
+    assert_eq!(
+        full.iter().map(|v| v.to_bits()).collect::<Vec<_>>(),
+        part.iter().map(|v| v.to_bits()).collect::<Vec<_>>(),
+        "splitting rows among workers changes nothing"
+    );
+    let (_, wrong) = random_activations(&mut rng, 1, 32);
+    assert!(matmul_q8_0(Path::Portable, &w, 0..10, &wrong, &mut part, 10).is_err());
+    assert!(matmul_q8_0(Path::Portable, &w, 0..11, &x, &mut part, 10).is_err());
+    assert!(matmul_q8_0(Path::Portable, &w, 0..10, &x, &mut part[..25], 10).is_err());
+}
+
+#[test]
+fn batch_neighbours_do_not_change_a_row() {
+    let mut rng = Rng(11);
+    let w = random_weights(&mut rng, 13, 18 * BLOCK);
+    let (x, many) = random_activations(&mut rng, 9, 18 * BLOCK);
+    let all = product(Path::detect(), &w, &many);
+    for j in 0..9 {
+        let one = Q8Activations::quantize(&x[j * 576..(j + 1) * 576], 1, 576).unwrap();
+        let alone = product(Path::detect(), &w, &one);
+        for r in 0..13 {
+            assert_eq!(
+                alone[r].to_bits(),
+                all[j * 13 + r].to_bits(),
+                "row {j} alone vs in a batch of 9"
+            );
+        }
+    }
+}
