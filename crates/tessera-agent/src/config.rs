@@ -1,5 +1,6 @@
 //! A run's settings, validated before the first request.
 
+use crate::policy::CALL_TOKENS;
 use crate::AgentError;
 
 /// Default `--max-steps`.
@@ -10,6 +11,9 @@ pub const MAX_STEPS_LIMIT: usize = 1_000;
 pub const DEFAULT_RESERVE_TOKENS: usize = 1_024;
 /// Smallest context window a run accepts (the fixed prefix alone is ~1.5k tokens).
 pub const MIN_CONTEXT_WINDOW: usize = 2_048;
+/// Tokens assumed for the fixed prefix when checking that a window leaves
+/// room for a reserve and an answer.
+pub const PREFIX_TOKENS_ESTIMATE: usize = 1_024;
 /// Longest task, in characters.
 pub const MAX_TASK_CHARS: usize = 16_000;
 
@@ -81,12 +85,14 @@ impl AgentConfig {
                 ),
             );
         }
-        if self.reserve_tokens * 2 > self.context_window {
+        let needed = PREFIX_TOKENS_ESTIMATE + self.reserve_tokens + CALL_TOKENS;
+        if self.context_window < needed {
             return fail(
                 "reserve_tokens",
                 format!(
-                    "{} is more than half of the {}-token window",
-                    self.reserve_tokens, self.context_window
+                    "a {}-token window cannot hold the prefix (~{PREFIX_TOKENS_ESTIMATE}), the reserve ({}) \
+                     and an answer ({CALL_TOKENS}); it needs {needed}",
+                    self.context_window, self.reserve_tokens
                 ),
             );
         }
@@ -118,7 +124,7 @@ mod tests {
             (AgentConfig::new("x", 1000), "context_window"),
             (
                 AgentConfig {
-                    reserve_tokens: 5000,
+                    reserve_tokens: 7000,
                     ..ok.clone()
                 },
                 "reserve_tokens",

@@ -74,7 +74,9 @@ impl Jail {
         let mut folder = self.root.clone();
         let mut shown = String::from("the workspace root");
         for name in names {
-            let next = folder.join(name);
+            let Ok(next) = folder.join(name).canonicalize() else {
+                break;
+            };
             if !next.is_dir() || !next.starts_with(&self.root) {
                 break;
             }
@@ -264,6 +266,14 @@ mod tests {
             jail.resolve("path", "docs/b.md"),
             "\"docs/b.md\" does not exist; \"docs\" holds: a.md",
         );
+        #[cfg(unix)]
+        {
+            let outside = tempfile::tempdir().unwrap();
+            std::fs::write(outside.path().join("private.txt"), "x").unwrap();
+            std::os::unix::fs::symlink(outside.path(), jail.root().join("out")).unwrap();
+            let error = jail.resolve("path", "out/nope").unwrap_err().0;
+            assert!(!error.contains("private.txt"), "a link out is never listed: {error}");
+        }
     }
 
     #[cfg(unix)]

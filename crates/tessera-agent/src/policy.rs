@@ -148,9 +148,10 @@ impl Policy {
         }
     }
 
-    /// A call was made; `ok` when it succeeded. Returns the index of the plan
-    /// step this call completed (or gave up on), if any.
-    pub fn after_call(&mut self, name: &str, ok: bool) -> Option<usize> {
+    /// A call was made; `ok` when it succeeded. Returns the plan step this
+    /// call ended, if any, and whether it was done (`false`: given up after
+    /// [`STEP_ATTEMPTS`] calls).
+    pub fn after_call(&mut self, name: &str, ok: bool) -> Option<(usize, bool)> {
         let Phase::Step { index, attempts } = self.phase else {
             return None;
         };
@@ -168,7 +169,7 @@ impl Policy {
         } else {
             Phase::Act
         };
-        Some(index)
+        Some((index, done))
     }
 }
 
@@ -215,9 +216,9 @@ mod tests {
             None,
             "a failed call does not end it"
         );
-        assert_eq!(policy.after_call("browser_open", true), Some(0));
+        assert_eq!(policy.after_call("browser_open", true), Some((0, true)));
         assert_eq!(policy.label(), "step 2/2");
-        assert_eq!(policy.after_call("file_write", true), Some(1));
+        assert_eq!(policy.after_call("file_write", true), Some((1, true)));
         assert_eq!(policy.phase(), &Phase::Act);
         let act = policy.allowed();
         assert!(act.contains(&"finish") && act.contains(&"file_read"));
@@ -235,7 +236,7 @@ mod tests {
         ];
         policy.after_plan(&Plan::Complex(steps));
         assert_eq!(policy.allowed(), vec!["file_read"]);
-        assert_eq!(policy.after_call("file_read", true), Some(0));
+        assert_eq!(policy.after_call("file_read", true), Some((0, true)));
         assert_eq!(policy.allowed(), vec!["file_write"]);
     }
 
@@ -247,7 +248,11 @@ mod tests {
         for _ in 1..STEP_ATTEMPTS {
             assert_eq!(policy.after_call("file_read", false), None);
         }
-        assert_eq!(policy.after_call("file_read", false), Some(0));
+        assert_eq!(
+            policy.after_call("file_read", false),
+            Some((0, false)),
+            "given up, not done"
+        );
         assert_eq!(policy.allowed(), vec!["shell_exec", "shell_view", "todo_write"]);
     }
 

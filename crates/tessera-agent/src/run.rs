@@ -9,8 +9,8 @@ use crate::config::AgentConfig;
 use crate::context::Context;
 use crate::journal::Journal;
 use crate::planner::{format_plan, parse_plan, planner_request, Plan, MAX_ATTEMPTS};
-use crate::policy::{Phase, Policy};
-use crate::tools::{definitions, Toolbox};
+use crate::policy::{Phase, Policy, STEP_ATTEMPTS};
+use crate::tools::{check_arguments, definitions, Family, Toolbox, HARNESS_DIR};
 use crate::transcript::{CallRecord, RequestKind, Transcript, TurnRecord};
 use crate::AgentError;
 use serde_json::{json, Value};
@@ -29,6 +29,8 @@ pub const RUT_TEMPERATURE: f32 = 0.8;
 pub const REPLY_STOPS: [&str; 2] = ["\n\n", "```"];
 /// Turns in a row without a call before the run gives up.
 pub const MAX_MISSES: usize = 3;
+/// Longest task copied into the first `todo.md`, in characters.
+pub const TODO_TASK_CHARS: usize = 1_000;
 /// Longest `todo.md` recited after an observation, in characters.
 pub const TODO_RECITE_CHARS: usize = 2_000;
 
@@ -103,7 +105,7 @@ pub fn run(
     on_turn: &mut dyn FnMut(&TurnRecord),
 ) -> Result<RunReport, AgentError> {
     config.validate()?;
-    let transcript = Transcript::create(toolbox.jail().root())?;
+    let transcript = Transcript::create(toolbox.jail())?;
     let mut agent = Agent {
         backend,
         context: Context::new(SYSTEM_PROMPT, &config.task),
@@ -153,7 +155,11 @@ impl Agent<'_> {
             let turn = self.next_turn();
             let outcome = self.backend.chat(&body, &self.config.session)?;
             self.steps += 1;
-            self.counted = (outcome.prompt_tokens + outcome.completion_tokens, messages_sent);
+            self.counted = match outcome.prompt_tokens {
+                // A server that reports no usage: estimate everything from characters.
+                0 => (self.tools_tokens(), 0),
+                prompt => (prompt + outcome.completion_tokens, messages_sent),
+            };
             let (calls, stop) = if outcome.calls.is_empty() {
                 misses = self.no_call(&outcome, misses);
                 let stop = (misses >= MAX_MISSES).then_some(StopReason::NoCall { misses });
@@ -229,7 +235,7 @@ impl Agent<'_> {
         let mut stop = None;
         for call in &outcome.calls {
             let (result, ok, finished) = self.call(call, turn)?;
-            let result = self.within_budget(result, turn, &call.name)?;
+            let result = self.within_budget(result, turn, &call.name);
             let todo = self.todo();
             self.context.push_observation(call, &result, todo.as_deref());
             records.push(CallRecord {
@@ -240,8 +246,11 @@ impl Agent<'_> {
             });
             if let Some(summary) = finished {
                 stop = Some(StopReason::Finished { summary });
+                break; // calls after `finish` in the same answer do not run
             }
         }
+        // A server that does not mask may answer the reply turn with a call.
+        self.policy.after_reply();
         Ok((records, stop))
     }
 
@@ -249,7 +258,10 @@ impl Agent<'_> {
     fn call(&mut self, call: &ChatCall, turn: usize) -> Result<(String, bool, Option<String>), AgentError> {
         let arguments = match parse_arguments(&call.arguments) {
             Ok(arguments) => arguments,
-            Err(error) => return Ok((format!("error: {error}"), false, None)),
+            Err(error) => {
+                self.policy.after_call(&call.name, false);
+                return Ok((format!("error: {error}"), false, None));
+            }
         };
         let allowed = self.policy.allowed();
         if !allowed.contains(&call.name.as_str()) {
@@ -263,6 +275,15 @@ impl Agent<'_> {
                     allowed.join(", ")
                 }
             );
+            self.journal.record_call(turn, &call.name, &arguments, false, &error);
+            self.policy.after_call(&call.name, false);
+            return Ok((error, false, None));
+        }
+        if let (true, Err(error)) = (
+            matches!(call.name.as_str(), "finish" | "create_plan"),
+            check_arguments(&call.name, &arguments),
+        ) {
+            let error = format!("error: {error}");
             self.journal.record_call(turn, &call.name, &arguments, false, &error);
             return Ok((error, false, None));
         }
@@ -282,8 +303,8 @@ impl Agent<'_> {
         };
         self.journal.record_call(turn, &call.name, &arguments, ok, &result);
         if !matches!(call.name.as_str(), "create_plan" | "finish") {
-            if let Some(step) = self.policy.after_call(&call.name, ok) {
-                self.step_done(step, ok)?;
+            if let Some((step, done)) = self.policy.after_call(&call.name, ok) {
+                self.step_done(step, done)?;
             }
         }
         Ok((result, ok, finished))
@@ -341,9 +362,17 @@ impl Agent<'_> {
         // after every result from now on.
         let todo = match &plan {
             Plan::Complex(steps) => steps.iter().map(|s| format!("- [ ] {}\n", s.text)).collect(),
-            Plan::Simple => format!("- [ ] {}\n", self.config.task.trim()),
+            Plan::Simple => {
+                let task: String = self.config.task.trim().chars().take(TODO_TASK_CHARS).collect();
+                format!("- [ ] {task}\n")
+            }
         };
-        self.write_todo(&format!("# Plan\n{todo}"))?;
+        // A todo.md the user left in the workspace is theirs: never overwritten.
+        if self.todo().is_none_or(|t| t.trim().is_empty()) {
+            if let Err(error) = self.write_todo(&format!("# Plan\n{todo}")) {
+                text.push_str(&format!("\n(todo.md could not be written: {error})"));
+            }
+        }
         let summary = match &plan {
             Plan::Simple => "plan: simple".to_string(),
             Plan::Complex(steps) => format!("plan: {} steps", steps.len()),
@@ -352,51 +381,72 @@ impl Agent<'_> {
         Ok(text)
     }
 
-    /// A plan step ended: tick it in `todo.md` if the line is still there.
-    fn step_done(&mut self, step: usize, ok: bool) -> Result<(), AgentError> {
+    /// A plan step ended: tick it in `todo.md` if it was done and the line
+    /// is still there.
+    fn step_done(&mut self, step: usize, done: bool) -> Result<(), AgentError> {
         let text = self.policy.steps()[step].text.clone();
-        if !ok {
-            self.journal
-                .record(format!("step {} given up after failed attempts: {text}", step + 1));
+        if !done {
+            self.journal.record(format!(
+                "step {} given up after {STEP_ATTEMPTS} calls: {text}",
+                step + 1
+            ));
+            return Ok(());
         }
         if let Some(todo) = self.todo() {
             let open = format!("- [ ] {text}");
             if todo.contains(&open) {
-                self.write_todo(&todo.replacen(&open, &format!("- [x] {text}"), 1))?;
+                if let Err(error) = self.write_todo(&todo.replacen(&open, &format!("- [x] {text}"), 1)) {
+                    self.journal.record(format!("todo.md could not be ticked: {error}"));
+                }
             }
         }
         Ok(())
     }
 
-    fn write_todo(&mut self, content: &str) -> Result<(), AgentError> {
+    /// Rewrite `todo.md`; a refusal (a link out of the workspace, say) is
+    /// reported to the model, never fatal.
+    fn write_todo(&mut self, content: &str) -> Result<(), String> {
         self.toolbox
             .call("todo_write", &json!({"content": content}))
             .map(drop)
-            .map_err(|e| AgentError::Backend(format!("writing todo.md: {e}")))
+            .map_err(|e| e.0)
     }
 
-    /// `todo.md` as it is now, for recitation.
+    /// `todo.md` as it is now, for recitation (through the jail: a link out
+    /// of the workspace is not read).
     fn todo(&self) -> Option<String> {
-        let text = std::fs::read_to_string(self.toolbox.jail().root().join("todo.md")).ok()?;
+        let path = self.toolbox.jail().resolve("todo", "todo.md").ok()?;
+        if !path.is_file() {
+            return None;
+        }
+        let text = std::fs::read_to_string(path).ok()?;
         Some(text.chars().take(TODO_RECITE_CHARS).collect())
     }
 
     /// A result over budget keeps head and tail; the whole goes to a file.
-    fn within_budget(&mut self, result: String, turn: usize, tool: &str) -> Result<String, AgentError> {
-        let saved_as = format!(".tessera/results/turn-{turn}-{tool}.txt");
+    fn within_budget(&mut self, result: String, turn: usize, tool: &str) -> String {
+        // The file is named after a known tool only: a name is model output.
+        let tool = if Family::of(tool).is_some() { tool } else { "unknown" };
+        let saved_as = format!("{HARNESS_DIR}/results/turn-{turn}-{tool}.txt");
         let Some(capped) = cap(&result, result_budget(self.config.context_window), &saved_as) else {
-            return Ok(result);
+            return result;
         };
-        let path = self.toolbox.jail().root().join(&saved_as);
-        let io = |source| AgentError::Io {
-            what: format!("saving {}", path.display()),
-            source,
-        };
-        if let Some(folder) = path.parent() {
-            std::fs::create_dir_all(folder).map_err(io)?;
+        match self.save(&saved_as, &result) {
+            Ok(()) => capped,
+            Err(error) => {
+                let unsaved = cap(&result, result_budget(self.config.context_window), "(nowhere)").unwrap_or_default();
+                format!("{unsaved}\n(the whole result could not be saved: {error})")
+            }
         }
-        std::fs::write(&path, &result).map_err(io)?;
-        Ok(capped)
+    }
+
+    /// Write a harness file inside the workspace, through the jail.
+    fn save(&self, relative: &str, text: &str) -> Result<(), String> {
+        let path = self.toolbox.jail().resolve_new("result", relative).map_err(|e| e.0)?;
+        if let Some(folder) = path.parent() {
+            std::fs::create_dir_all(folder).map_err(|e| e.to_string())?;
+        }
+        std::fs::write(&path, text).map_err(|e| e.to_string())
     }
 
     /// Before the window fills (window − reserve), compact the history into a
@@ -413,10 +463,14 @@ impl Agent<'_> {
             return false;
         }
         // Unknown until the server counts again: estimate everything.
-        let tools_chars: usize = self.tools.iter().map(|t| t.to_string().len()).sum();
-        self.counted = (tools_chars / CHARS_PER_TOKEN, 0);
+        self.counted = (self.tools_tokens(), 0);
         self.journal.record("history compacted into this checkpoint".into());
         true
+    }
+
+    /// The tool list's size in tokens, estimated from its characters.
+    fn tools_tokens(&self) -> usize {
+        self.tools.iter().map(|t| t.to_string().len()).sum::<usize>() / CHARS_PER_TOKEN
     }
 
     fn checkpoint(&self) -> Checkpoint {

@@ -3,6 +3,8 @@
 //! crash loses nothing already answered), and the per-turn table printed at
 //! the end.
 
+use crate::jail::Jail;
+use crate::tools::HARNESS_DIR;
 use crate::AgentError;
 use serde::Serialize;
 use std::fs::File;
@@ -74,12 +76,21 @@ pub struct Transcript {
 }
 
 impl Transcript {
-    /// Start `<workspace>/.tessera/transcript.jsonl` afresh.
-    pub fn create(workspace: &Path) -> Result<Self, AgentError> {
-        let folder = workspace.join(".tessera");
+    /// Start `<workspace>/.tessera/transcript.jsonl` afresh (through the
+    /// jail: a link that leads out of the workspace is refused, not followed).
+    pub fn create(jail: &Jail) -> Result<Self, AgentError> {
+        let refused = |reason: String| AgentError::Workspace {
+            path: jail.root().to_path_buf(),
+            reason,
+        };
         let io = |what: String| move |source| AgentError::Io { what, source };
+        let folder = jail.resolve_new("transcript", HARNESS_DIR).map_err(|e| refused(e.0))?;
         std::fs::create_dir_all(&folder).map_err(io(format!("creating {}", folder.display())))?;
-        let path = folder.join("transcript.jsonl");
+        let relative = format!("{HARNESS_DIR}/transcript.jsonl");
+        let path = jail.resolve_new("transcript", &relative).map_err(|e| refused(e.0))?;
+        if path.exists() && !path.is_file() {
+            return Err(refused(format!("{relative} is not a regular file")));
+        }
         let file = File::create(&path).map_err(io(format!("creating {}", path.display())))?;
         Ok(Self {
             path,
@@ -208,7 +219,7 @@ mod tests {
     #[test]
     fn transcript_lines_are_json() {
         let dir = tempfile::tempdir().unwrap();
-        let mut transcript = Transcript::create(dir.path()).unwrap();
+        let mut transcript = Transcript::create(&Jail::new(dir.path()).unwrap()).unwrap();
         transcript.write(&record(1, 10, 0)).unwrap();
         transcript.write(&record(2, 12, 10)).unwrap();
         let text = std::fs::read_to_string(transcript.path()).unwrap();

@@ -46,7 +46,8 @@ pub struct AgentArgs {
     /// Model id to request from --server (default: the first one it lists).
     #[arg(long)]
     server_model: Option<String>,
-    /// The model's context window in tokens (default: the model's own; 8192 with --server).
+    /// The model's context window in tokens (default: the model's own, capped by --kv-cache-tokens;
+    /// 8192 with --server).
     #[arg(long)]
     context_window: Option<usize>,
     /// Sampling temperature of agent turns (the planner always uses 0).
@@ -78,7 +79,8 @@ pub fn run_agent(args: AgentArgs) -> Result<()> {
         }
         None => {
             let engine = start_engine(&args)?;
-            let context = engine.model_config().max_context;
+            // The KV pool bounds a request as much as the model does.
+            let context = engine.model_config().max_context.min(args.kv_cache_tokens);
             let backend = InProcess::new(engine.clone(), model_name(&args.model)?)?;
             (Box::new(backend), Some(engine), context)
         }

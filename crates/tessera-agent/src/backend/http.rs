@@ -23,10 +23,12 @@ impl Http {
     /// Connect to `base_url`; with no `model`, the first one `GET /models` lists.
     pub fn connect(base_url: &str, api_key: Option<String>, model: Option<String>) -> Result<Self, AgentError> {
         let base = base_url.trim_end_matches('/').to_string();
-        if !base.starts_with("http://") && !base.starts_with("https://") {
+        if !base.starts_with("http://") {
             return Err(AgentError::Config {
                 field: "server",
-                reason: format!("`{base_url}` is not an http:// URL (expected e.g. http://127.0.0.1:8080/v1)"),
+                reason: format!(
+                    "`{base_url}` is not an http:// URL (expected e.g. http://127.0.0.1:8080/v1; this build speaks plain HTTP only)"
+                ),
             });
         }
         let agent = ureq::AgentBuilder::new()

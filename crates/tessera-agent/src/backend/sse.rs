@@ -12,7 +12,8 @@ use std::time::Instant;
 pub struct Assembler {
     sent: Instant,
     outcome: ChatOutcome,
-    pending: String,
+    /// Bytes of an unfinished line (a character may be split across reads).
+    pending: Vec<u8>,
     first_delta: bool,
     done: bool,
 }
@@ -23,7 +24,7 @@ impl Assembler {
         Self {
             sent,
             outcome: ChatOutcome::default(),
-            pending: String::new(),
+            pending: Vec::new(),
             first_delta: false,
             done: false,
         }
@@ -31,9 +32,10 @@ impl Assembler {
 
     /// Feed raw bytes as they arrive (lines may be split across pushes).
     pub fn push_bytes(&mut self, bytes: &[u8]) -> Result<(), AgentError> {
-        self.pending.push_str(&String::from_utf8_lossy(bytes));
-        while let Some(end) = self.pending.find('\n') {
-            let line: String = self.pending.drain(..=end).collect();
+        self.pending.extend_from_slice(bytes);
+        while let Some(end) = self.pending.iter().position(|&b| b == b'\n') {
+            let line: Vec<u8> = self.pending.drain(..=end).collect();
+            let line = String::from_utf8_lossy(&line);
             self.push_line(line.trim_end_matches(['\r', '\n']))?;
         }
         Ok(())
@@ -71,7 +73,7 @@ impl Assembler {
     /// The outcome, once the stream said `[DONE]`.
     pub fn finish(mut self) -> Result<ChatOutcome, AgentError> {
         if !self.pending.is_empty() {
-            let line = std::mem::take(&mut self.pending);
+            let line = String::from_utf8_lossy(&std::mem::take(&mut self.pending)).into_owned();
             self.push_line(line.trim_end())?;
         }
         if !self.done {
@@ -108,7 +110,9 @@ impl Assembler {
     }
 
     fn read_call_delta(&mut self, call: &Value) -> Result<(), AgentError> {
-        let index = call["index"].as_u64().unwrap_or(self.outcome.calls.len() as u64) as usize;
+        // A delta without an index continues the last call (or starts the first).
+        let last = self.outcome.calls.len().saturating_sub(1);
+        let index = call["index"].as_u64().map_or(last, |i| i as usize);
         if index > self.outcome.calls.len() {
             return Err(AgentError::Backend(format!("tool call delta {index} skips a call")));
         }
@@ -147,9 +151,11 @@ mod tests {
     fn assemble(stream: &str) -> Result<ChatOutcome, AgentError> {
         let mut assembler = Assembler::new(Instant::now());
         // Split mid-line to check that lines are rejoined.
-        let (a, b) = stream.split_at(stream.len() / 2);
-        assembler.push_bytes(a.as_bytes())?;
-        assembler.push_bytes(b.as_bytes())?;
+        // Split inside a line, and inside a UTF-8 character when there is one.
+        let bytes = stream.as_bytes();
+        let cut = bytes.iter().position(|&b| b >= 0x80).map_or(bytes.len() / 2, |i| i + 1);
+        assembler.push_bytes(&bytes[..cut])?;
+        assembler.push_bytes(&bytes[cut..])?;
         assembler.finish()
     }
 
@@ -184,8 +190,12 @@ mod tests {
 
     #[test]
     fn content_errors_and_truncation() {
-        let text = "data: {\"choices\":[{\"delta\":{\"content\":\"Hi\"}}]}\ndata: {\"choices\":[{\"delta\":{\"content\":\" there\"},\"finish_reason\":\"stop\"}]}\ndata: [DONE]\n";
-        assert_eq!(assemble(text).unwrap().content, "Hi there");
+        let text = "data: {\"choices\":[{\"delta\":{\"content\":\"Hé\"}}]}\ndata: {\"choices\":[{\"delta\":{\"content\":\" there\"},\"finish_reason\":\"stop\"}]}\ndata: [DONE]\n";
+        assert_eq!(
+            assemble(text).unwrap().content,
+            "Hé there",
+            "a character split across reads survives"
+        );
         let cut = "data: {\"choices\":[{\"delta\":{\"content\":\"Hi\"}}]}\n";
         assert!(assemble(cut).unwrap_err().to_string().contains("before [DONE]"));
         let failed = "data: {\"error\":{\"message\":\"engine stopped\"}}\ndata: [DONE]\n";

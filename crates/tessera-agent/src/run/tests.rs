@@ -351,3 +351,114 @@ fn runs_end_on_repeated_no_calls_and_at_the_step_limit() {
     let (report, _) = run_script(dir.path(), answers, config);
     assert_eq!(report.unwrap().stop, StopReason::StepLimit { steps: 4 });
 }
+
+#[cfg(unix)]
+#[test]
+fn harness_files_stay_in_the_workspace() {
+    let outside = tempfile::tempdir().unwrap();
+    std::fs::write(outside.path().join("secret"), "top secret\n").unwrap();
+    let dir = workspace(&[]);
+    std::os::unix::fs::symlink(outside.path().join("secret"), dir.path().join("todo.md")).unwrap();
+    let mut answers = opening(r#"{"mode":"simple"}"#);
+    answers.extend([
+        call("file_list", json!({})),
+        call(
+            "file_write",
+            json!({"path": ".tessera/transcript.jsonl", "content": "x"}),
+        ),
+        call("finish", json!({"summary": "x"})),
+    ]);
+    let (report, bodies) = run_script(dir.path(), answers, config("t"));
+    report.unwrap();
+    let history = bodies.last().unwrap().to_string();
+    assert!(
+        !history.contains("top secret"),
+        "a todo.md linking out of the workspace is never recited"
+    );
+    assert!(
+        history.contains("is inside .tessera/, where the harness keeps"),
+        "the model cannot overwrite the transcript"
+    );
+    assert_eq!(
+        std::fs::read_to_string(outside.path().join("secret")).unwrap(),
+        "top secret\n"
+    );
+
+    let linked = workspace(&[]);
+    std::os::unix::fs::symlink(outside.path(), linked.path().join(".tessera")).unwrap();
+    let (report, _) = run_script(linked.path(), opening(r#"{"mode":"simple"}"#), config("t"));
+    let error = report.unwrap_err().to_string();
+    assert!(
+        error.contains("leaves the workspace") || error.contains("outside"),
+        "{error}"
+    );
+    assert!(!outside.path().join("transcript.jsonl").exists());
+}
+
+#[test]
+fn a_long_unknown_tool_name_is_never_a_path() {
+    let dir = workspace(&[]);
+    let name = format!("/../../x{}", "/.".repeat(4000));
+    let mut answers = opening(r#"{"mode":"simple"}"#);
+    answers.extend([call(&name, json!({})), call("finish", json!({"summary": "x"}))]);
+    let (report, _) = run_script(dir.path(), answers, config("t"));
+    let report = report.unwrap();
+    let result = &report.turns[3].calls[0].result;
+    assert!(result.contains("is not allowed in this step"));
+    assert!(
+        result.contains("turn-4-unknown.txt"),
+        "the saved result is named after no model text"
+    );
+    assert!(dir.path().join(".tessera/results/turn-4-unknown.txt").is_file());
+}
+
+#[test]
+fn finish_is_validated_and_ends_the_answer() {
+    let dir = workspace(&[]);
+    let mut answers = opening(r#"{"mode":"simple"}"#);
+    answers.push(call("finish", json!({})));
+    let mut both = call("finish", json!({"summary": "done"}));
+    both.calls.push(ChatCall {
+        id: "late".into(),
+        name: "file_write".into(),
+        arguments: json!({"path": "late.txt", "content": "x"}).to_string(),
+    });
+    answers.push(both);
+    let (report, bodies) = run_script(dir.path(), answers, config("t"));
+    assert_eq!(report.unwrap().stop, StopReason::Finished { summary: "done".into() });
+    assert!(
+        last_message(&bodies[4]).contains("summary"),
+        "{}",
+        last_message(&bodies[4])
+    );
+    assert!(!dir.path().join("late.txt").exists(), "calls after finish do not run");
+}
+
+#[test]
+fn a_users_todo_is_kept_and_a_given_up_step_is_not_ticked() {
+    let dir = workspace(&[("todo.md", "- [ ] my own item\n")]);
+    let mut answers = opening(r#"{"mode":"simple"}"#);
+    answers.push(call("finish", json!({"summary": "x"})));
+    let (_, bodies) = run_script(dir.path(), answers, config("t"));
+    assert!(last_message(&bodies[3]).is_empty() || !last_message(&bodies[3]).contains("# Plan"));
+    assert_eq!(
+        std::fs::read_to_string(dir.path().join("todo.md")).unwrap(),
+        "- [ ] my own item\n"
+    );
+    assert!(
+        last_message(&bodies[3]).ends_with("[todo.md]\n- [ ] my own item"),
+        "{}",
+        last_message(&bodies[3])
+    );
+
+    let dir = workspace(&[]);
+    let mut answers = opening(r#"{"mode":"complex","plan":["Read a.md","Write b.md"]}"#);
+    answers.extend((0..crate::policy::STEP_ATTEMPTS).map(|_| call("file_read", json!({"path": "a.md"}))));
+    let (report, _) = run_script(dir.path(), answers, config("t"));
+    report.unwrap_err(); // the script runs out of answers
+    let todo = std::fs::read_to_string(dir.path().join("todo.md")).unwrap();
+    assert!(
+        todo.contains("- [ ] Read a.md"),
+        "a step given up is not ticked: {todo}"
+    );
+}

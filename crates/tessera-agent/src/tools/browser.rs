@@ -185,6 +185,9 @@ fn load(jail: &Jail, path: &str) -> Result<Page, ToolError> {
         file = jail.resolve("path", &format!("{}/index.html", jail.display(&file)))?;
     }
     let shown = jail.display(&file);
+    if !file.is_file() {
+        return Err(ToolError(format!("{shown:?} is not a regular file")));
+    }
     let size = fs::metadata(&file)
         .map_err(|e| io_error("cannot read", &shown, e))?
         .len();

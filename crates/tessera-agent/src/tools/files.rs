@@ -20,6 +20,8 @@ use crate::jail::Jail;
 pub(crate) const WRITE_MAX_BYTES: usize = 1024 * 1024;
 /// Largest `todo_write` content: 8 KB.
 pub(crate) const TODO_MAX_BYTES: usize = 8 * 1024;
+/// The harness's own folder in the workspace (transcript, results, shell logs).
+pub const HARNESS_DIR: &str = ".tessera";
 /// The task list `todo_write` rewrites, at the workspace root.
 pub(crate) const TODO_FILE: &str = "todo.md";
 
@@ -61,6 +63,9 @@ pub(crate) fn read(jail: &Jail, args: ReadArgs) -> Result<String, ToolError> {
         let call = hint("file_list", json!({ "path": shown }));
         return Err(ToolError(format!("{shown:?} is a folder: {call}")));
     }
+    if !path.is_file() {
+        return Err(ToolError(format!("{shown:?} is not a regular file")));
+    }
     let file = File::open(&path).map_err(|e| io_error("cannot read", &shown, e))?;
     let limits = Limits {
         lines: FILE_READ_MAX_LINES,
@@ -88,6 +93,11 @@ pub(crate) fn write(jail: &Jail, args: WriteArgs) -> Result<String, ToolError> {
     }
     let path = jail.resolve_new("path", &args.path)?;
     let shown = jail.display(&path);
+    if shown == HARNESS_DIR || shown.starts_with(&format!("{HARNESS_DIR}/")) {
+        return Err(ToolError(format!(
+            "{shown:?} is inside {HARNESS_DIR}/, where the harness keeps its transcript and logs: write elsewhere"
+        )));
+    }
     store(&path, &shown, args.content.as_bytes(), args.append)?;
     let verb = if args.append { "appended" } else { "wrote" };
     Ok(format!("{verb} {} to {shown}", count(args.content.len(), "byte")))
@@ -113,6 +123,9 @@ pub(crate) fn todo_write(jail: &Jail, args: TodoArgs) -> Result<String, ToolErro
 fn store(path: &Path, shown: &str, bytes: &[u8], append: bool) -> Result<(), ToolError> {
     if path.is_dir() {
         return Err(ToolError(format!("{shown:?} is a folder: give a file path")));
+    }
+    if path.exists() && !path.is_file() {
+        return Err(ToolError(format!("{shown:?} is not a regular file")));
     }
     if let Some(parent) = path.parent() {
         fs::create_dir_all(parent).map_err(|e| io_error("cannot create the folder for", shown, e))?;

@@ -24,6 +24,14 @@ use serde_json::Value;
 
 use crate::jail::Jail;
 
+pub use files::HARNESS_DIR;
+
+/// Check `arguments` against tool `name`'s schema (for the tools the loop
+/// runs itself, `create_plan` and `finish`), naming the field at fault.
+pub fn check_arguments(name: &str, arguments: &Value) -> Result<(), ToolError> {
+    schema::parse_args::<Value>(name, arguments).map(drop)
+}
+
 /// A failed tool call: its message becomes the observation ("error: …") and
 /// stays in the transcript.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

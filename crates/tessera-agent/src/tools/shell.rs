@@ -99,7 +99,7 @@ enum Chunk {
 impl Shell {
     /// Shell state for `jail`; runs are numbered after the logs already there.
     pub(crate) fn new(jail: &Jail, enabled: bool) -> Shell {
-        let next_id = last_log_id(&jail.root().join(LOG_DIR)) + 1;
+        let next_id = last_log_id(&jail.root().join(LOG_DIR)).saturating_add(1);
         Shell {
             enabled,
             default_timeout: DEFAULT_TIMEOUT,
@@ -115,7 +115,7 @@ impl Shell {
         let args: ExecArgs = parse_args("shell_exec", arguments)?;
         let timeout = args.timeout_secs.map_or(self.default_timeout, Duration::from_secs);
         let id = self.next_id;
-        self.next_id += 1;
+        self.next_id = self.next_id.saturating_add(1);
         tracing::debug!(id, command = %args.command, "shell run");
         let outcome =
             run(&args.command, jail.root(), timeout).map_err(|e| ToolError(format!("cannot start sh: {e}")))?;
@@ -169,7 +169,9 @@ fn run(command: &str, cwd: &Path, timeout: Duration) -> std::io::Result<Outcome>
         .current_dir(cwd)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
+        .stderr(Stdio::piped())
+        // The agent's API key for `--server` is not the command's business.
+        .env_remove("TESSERA_API_KEY");
     #[cfg(unix)]
     std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
     let mut child = cmd.spawn()?;
@@ -189,9 +191,9 @@ fn run(command: &str, cwd: &Path, timeout: Duration) -> std::io::Result<Outcome>
         }
     };
     let (output, capped, lingered) = collect(&rx);
-    if lingered {
-        kill_group(&mut child);
-    }
+    // Whatever the command left running in its group (a server started with
+    // `&`, say) ends with the call.
+    kill_group(&mut child);
     Ok(Outcome {
         ended,
         output,
