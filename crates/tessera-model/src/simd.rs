@@ -21,7 +21,7 @@ pub fn active_path() -> &'static str {
 }
 
 #[inline]
-fn use_avx2() -> bool {
+pub(crate) fn use_avx2() -> bool {
     #[cfg(target_arch = "x86_64")]
     {
         !PORTABLE_ONLY.load(Ordering::Relaxed)
@@ -87,11 +87,15 @@ mod portable {
     }
 }
 
+/// The AVX2 primitives, for kernels that are themselves compiled with AVX2
+/// and FMA enabled (there they inline; called from elsewhere they do not).
 #[cfg(target_arch = "x86_64")]
-mod avx2 {
+pub(crate) mod avx2 {
     use std::arch::x86_64::*;
 
+    /// See [`super::dot`]. Safety: the CPU has AVX2 and FMA.
     #[target_feature(enable = "avx2,fma")]
+    #[inline]
     pub unsafe fn dot(a: &[f32], b: &[f32]) -> f32 {
         let n = a.len().min(b.len());
         let (pa, pb) = (a.as_ptr(), b.as_ptr());
@@ -115,7 +119,9 @@ mod avx2 {
         sum
     }
 
+    /// See [`super::axpy`]. Safety: the CPU has AVX2 and FMA.
     #[target_feature(enable = "avx2,fma")]
+    #[inline]
     pub unsafe fn axpy(y: &mut [f32], alpha: f32, x: &[f32]) {
         let n = y.len().min(x.len());
         let (py, px) = (y.as_mut_ptr(), x.as_ptr());
@@ -133,6 +139,7 @@ mod avx2 {
     }
 
     #[target_feature(enable = "avx2,fma")]
+    #[inline]
     unsafe fn horizontal_sum(v: __m256) -> f32 {
         let hi = _mm256_extractf128_ps(v, 1);
         let lo = _mm256_castps256_ps128(v);
