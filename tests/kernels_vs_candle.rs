@@ -5,7 +5,7 @@
 
 use candle_core::quantized::{GgmlDType, QMatMul, QTensor};
 use candle_core::{Device, Module, Tensor};
-use tessera_kernels::{matmul_q8_0, Path, Q8Activations, Q8_0Weights};
+use tessera_kernels::{matmul_q4_1, matmul_q8_0, Path, Q4_1Weights, Q8Activations, Q8_0Weights};
 
 fn random(len: usize, seed: u64) -> Vec<f32> {
     let mut state = seed;
@@ -47,6 +47,36 @@ fn q8_0_products_equal_candles_bit_for_bit() {
             matmul_q8_0(path, &ours_weights, 0..rows, &activations, &mut ours, rows).unwrap();
             let equal = reference.iter().zip(&ours).all(|(a, b)| a.to_bits() == b.to_bits());
             assert!(equal, "{path:?} differs from candle at {rows}x{n}x{cols}");
+        }
+    }
+}
+
+#[test]
+fn q4_1_products_equal_candles_bit_for_bit() {
+    for (i, &(rows, n, cols)) in [(40, 5, 576), (8, 1, 64), (64, 33, 1536), (24, 2, 64)]
+        .iter()
+        .enumerate()
+    {
+        let weights = Tensor::from_vec(random(rows * cols, 50 + i as u64), (rows, cols), &Device::Cpu).unwrap();
+        let quantized = QTensor::quantize(&weights, GgmlDType::Q4_1).unwrap();
+        let x = random(n * cols, 200 + i as u64);
+        let input = Tensor::from_slice(&x, (n, cols), &Device::Cpu).unwrap();
+        let bytes = quantized.data().unwrap().to_vec();
+        let reference: Vec<f32> = QMatMul::from_qtensor(quantized)
+            .unwrap()
+            .forward(&input)
+            .unwrap()
+            .flatten_all()
+            .unwrap()
+            .to_vec1()
+            .unwrap();
+        let ours_weights = Q4_1Weights::from_ggml(&bytes, rows, cols).unwrap();
+        let activations = Q8Activations::quantize(&x, n, cols).unwrap();
+        for path in [Path::detect(), Path::Portable] {
+            let mut ours = vec![f32::NAN; n * rows];
+            matmul_q4_1(path, &ours_weights, 0..rows, &activations, &mut ours, rows).unwrap();
+            let equal = reference.iter().zip(&ours).all(|(a, b)| a.to_bits() == b.to_bits());
+            assert!(equal, "{path:?} differs from candle's Q4_1 at {rows}x{n}x{cols}");
         }
     }
 }

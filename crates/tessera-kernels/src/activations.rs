@@ -11,6 +11,9 @@ pub struct Q8Activations {
     rows: usize,
     blocks: usize,
     scales: Vec<f32>,
+    /// Per block, `d · Σq` as GGML's Q8_1 stores it (rounded through f16):
+    /// what a Q4_1 block's minimum multiplies.
+    sums: Vec<f32>,
     quants: Vec<i8>,
 }
 
@@ -37,13 +40,15 @@ impl Q8Activations {
         self.rows = rows;
         self.blocks = cols / BLOCK;
         self.scales.resize(rows * self.blocks, 0.0);
+        self.sums.resize(rows * self.blocks, 0.0);
         self.quants.resize(rows * cols, 0);
-        for ((block, scale), quants) in x
+        for (((block, scale), sum), quants) in x
             .chunks_exact(BLOCK)
             .zip(self.scales.iter_mut())
+            .zip(self.sums.iter_mut())
             .zip(self.quants.chunks_exact_mut(BLOCK))
         {
-            *scale = quantize_block(block, quants);
+            (*scale, *sum) = quantize_block(block, quants);
         }
         Ok(())
     }
@@ -63,23 +68,31 @@ impl Q8Activations {
         &self.scales[row * self.blocks..(row + 1) * self.blocks]
     }
 
+    /// Q8_1 sums of row `row`, one per block.
+    pub(crate) fn row_sums(&self, row: usize) -> &[f32] {
+        &self.sums[row * self.blocks..(row + 1) * self.blocks]
+    }
+
     /// Quants of row `row`.
     pub(crate) fn row_quants(&self, row: usize) -> &[i8] {
         &self.quants[row * self.blocks * BLOCK..(row + 1) * self.blocks * BLOCK]
     }
 }
 
-/// GGML's Q8_0 rounding: `d = max|x| / 127`, `q = round(x / d)` (half away
-/// from zero, through the reciprocal as GGML computes it); returns `d` as
-/// stored (rounded to f16).
-fn quantize_block(x: &[f32], quants: &mut [i8]) -> f32 {
+/// GGML's Q8_0/Q8_1 rounding: `d = max|x| / 127`, `q = round(x / d)` (half
+/// away from zero, through the reciprocal as GGML computes it); returns `d`
+/// as stored (rounded to f16) and Q8_1's `s = d · Σq` (an f16 product).
+fn quantize_block(x: &[f32], quants: &mut [i8]) -> (f32, f32) {
     let amax = x.iter().fold(0f32, |m, v| m.max(v.abs()));
     let d = amax / 127.0;
     let inverse = if d != 0.0 { 1.0 / d } else { 0.0 };
+    let mut sum = 0i32;
     for (q, &v) in quants.iter_mut().zip(x) {
         *q = (v * inverse).round() as i8;
+        sum += *q as i32;
     }
-    f16::from_f32(d).to_f32()
+    let d = f16::from_f32(d);
+    (d.to_f32(), (f16::from_f32(sum as f32) * d).to_f32())
 }
 
 #[cfg(test)]

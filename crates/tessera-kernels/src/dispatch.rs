@@ -1,6 +1,6 @@
 //! Which code path runs, checked once; the shape checks every path relies on.
 
-use crate::{portable, KernelError, Q8Activations, Q8_0Weights};
+use crate::{portable, KernelError, Q4_1Weights, Q8Activations, Q8_0Weights};
 use std::ops::Range;
 use std::sync::OnceLock;
 
@@ -52,7 +52,7 @@ pub fn matmul_q8_0(
     out: &mut [f32],
     stride: usize,
 ) -> Result<(), KernelError> {
-    check(w, &rows, x, out.len(), stride)?;
+    check((w.rows(), w.blocks()), &rows, x, out.len(), stride)?;
     if rows.is_empty() || x.rows() == 0 {
         return Ok(());
     }
@@ -65,24 +65,55 @@ pub fn matmul_q8_0(
     Ok(())
 }
 
+/// `y = x Wᵀ` for Q4_1 weight rows `rows` (the range must start at a
+/// multiple of 8, a row group); otherwise as [`matmul_q8_0`].
+pub fn matmul_q4_1(
+    path: Path,
+    w: &Q4_1Weights,
+    rows: Range<usize>,
+    x: &Q8Activations,
+    out: &mut [f32],
+    stride: usize,
+) -> Result<(), KernelError> {
+    check((w.rows(), w.blocks()), &rows, x, out.len(), stride)?;
+    if !rows.start.is_multiple_of(crate::q4_1::GROUP) {
+        return Err(KernelError::Size {
+            what: "Q4_1 row range start (a multiple of 8)",
+            expected: rows.start.next_multiple_of(crate::q4_1::GROUP),
+            got: rows.start,
+        });
+    }
+    if rows.is_empty() || x.rows() == 0 {
+        return Ok(());
+    }
+    match path {
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: the CPU has AVX2 and FMA (checked), and the shapes were checked above.
+        Path::Avx2 if path.available() => unsafe { crate::x86::matmul_q4_1(w, rows, x, out, stride) },
+        _ => portable::matmul_q4_1(w, rows, x, out, stride),
+    }
+    Ok(())
+}
+
+/// `(rows, blocks)` of the weights against the range, activations and output.
 fn check(
-    w: &Q8_0Weights,
+    (w_rows, w_blocks): (usize, usize),
     rows: &Range<usize>,
     x: &Q8Activations,
     out: usize,
     stride: usize,
 ) -> Result<(), KernelError> {
-    if x.blocks() != w.blocks() {
+    if x.blocks() != w_blocks {
         return Err(KernelError::Size {
             what: "activation blocks per row",
-            expected: w.blocks(),
+            expected: w_blocks,
             got: x.blocks(),
         });
     }
-    if rows.start > rows.end || rows.end > w.rows() {
+    if rows.start > rows.end || rows.end > w_rows {
         return Err(KernelError::Size {
             what: "weight row range end",
-            expected: w.rows(),
+            expected: w_rows,
             got: rows.end,
         });
     }

@@ -23,13 +23,15 @@ mod activations;
 mod dispatch;
 mod error;
 mod portable;
+mod q4_1;
 mod q8_0;
 #[cfg(target_arch = "x86_64")]
 mod x86;
 
 pub use activations::Q8Activations;
-pub use dispatch::{matmul_q8_0, Path};
+pub use dispatch::{matmul_q4_1, matmul_q8_0, Path};
 pub use error::KernelError;
+pub use q4_1::Q4_1Weights;
 pub use q8_0::Q8_0Weights;
 
 /// Values per quantization block (Q8_0, Q4_0, Q4_1, and the activations).

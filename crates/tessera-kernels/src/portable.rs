@@ -43,3 +43,37 @@ pub(crate) fn matmul(w: &Q8_0Weights, rows: Range<usize>, x: &Q8Activations, out
         }
     }
 }
+
+/// One Q4_1 output, as candle's (GGML's) reference computes it: per block,
+/// `sum += (Σq·y · d_w) · d_y + m_w · s_y`, blocks in order, no fused
+/// operations.
+pub(crate) fn dot_q4_1(w: &crate::Q4_1Weights, row: usize, x: &Q8Activations, x_row: usize) -> f32 {
+    let (quants, scales, sums) = (x.row_quants(x_row), x.row_scales(x_row), x.row_sums(x_row));
+    let mut sum = 0f32;
+    for b in 0..w.blocks() {
+        let (d, m, nibbles) = w.block(row, b);
+        let y = &quants[b * BLOCK..(b + 1) * BLOCK];
+        let dot: i32 = nibbles
+            .iter()
+            .enumerate()
+            .map(|(j, &q)| (q & 0x0F) as i32 * y[j] as i32 + (q >> 4) as i32 * y[j + BLOCK / 2] as i32)
+            .sum();
+        sum += dot as f32 * d * scales[b] + m * sums[b];
+    }
+    sum
+}
+
+/// See [`matmul`], for Q4_1 weights.
+pub(crate) fn matmul_q4_1(
+    w: &crate::Q4_1Weights,
+    rows: Range<usize>,
+    x: &Q8Activations,
+    out: &mut [f32],
+    stride: usize,
+) {
+    for j in 0..x.rows() {
+        for (i, r) in rows.clone().enumerate() {
+            out[j * stride + i] = dot_q4_1(w, r, x, j);
+        }
+    }
+}

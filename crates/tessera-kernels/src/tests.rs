@@ -144,3 +144,64 @@ fn batch_neighbours_do_not_change_a_row() {
         }
     }
 }
+
+fn random_q4_1(rng: &mut Rng, rows: usize, cols: usize) -> Q4_1Weights {
+    let mut bytes = Vec::new();
+    for _ in 0..rows * cols / BLOCK {
+        bytes.extend_from_slice(&f16::from_f32(rng.float().abs() * 0.02 + 1e-4).to_le_bytes());
+        bytes.extend_from_slice(&f16::from_f32(rng.float() * 0.1).to_le_bytes());
+        bytes.extend((0..BLOCK / 2).map(|_| (rng.next() >> 56) as u8));
+    }
+    Q4_1Weights::from_ggml(&bytes, rows, cols).unwrap()
+}
+
+fn product_q4_1(path: Path, w: &Q4_1Weights, x: &Q8Activations) -> Vec<f32> {
+    let mut out = vec![f32::NAN; x.rows() * w.rows()];
+    matmul_q4_1(path, w, 0..w.rows(), x, &mut out, w.rows()).unwrap();
+    out
+}
+
+#[test]
+fn q4_1_paths_agree_bit_for_bit_and_match_a_dequantized_reference() {
+    let mut rng = Rng(5);
+    for &(rows, n, blocks) in SHAPES {
+        let cols = blocks * BLOCK;
+        let w = random_q4_1(&mut rng, rows, cols);
+        let (x, q) = random_activations(&mut rng, n, cols);
+        let portable = product_q4_1(Path::Portable, &w, &q);
+        if Path::Avx2.available() {
+            let fast = product_q4_1(Path::Avx2, &w, &q);
+            let same = portable.iter().zip(&fast).all(|(a, b)| a.to_bits() == b.to_bits());
+            assert!(same, "AVX2 differs from the portable Q4_1 path at {rows}x{n}x{cols}");
+        }
+        for r in 0..rows {
+            let wr = w.dequantize_row(r);
+            for j in 0..n {
+                let xr = &x[j * cols..(j + 1) * cols];
+                let exact: f64 = wr.iter().zip(xr).map(|(a, b)| *a as f64 * *b as f64).sum();
+                let scale: f64 = wr.iter().zip(xr).map(|(a, b)| (*a as f64 * *b as f64).abs()).sum();
+                // As for Q8_0, plus the f16 rounding of Q8_1's block sum (2^-11 relative).
+                let error = (portable[j * rows + r] as f64 - exact).abs();
+                assert!(
+                    error <= 0.02 * scale + 1e-5,
+                    "{rows}x{n}x{cols} ({r},{j}): {error} vs {scale}"
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn q4_1_ranges_start_on_a_group() {
+    let mut rng = Rng(9);
+    let w = random_q4_1(&mut rng, 20, 64);
+    let (_, x) = random_activations(&mut rng, 2, 64);
+    let full = product_q4_1(Path::detect(), &w, &x);
+    let mut parts = vec![f32::NAN; 2 * 20];
+    for range in [0..8, 8..16, 16..20] {
+        let start = range.start;
+        matmul_q4_1(Path::detect(), &w, range, &x, &mut parts[start..], 20).unwrap();
+    }
+    assert!(full.iter().zip(&parts).all(|(a, b)| a.to_bits() == b.to_bits()));
+    assert!(matmul_q4_1(Path::Portable, &w, 4..8, &x, &mut parts, 20).is_err());
+}

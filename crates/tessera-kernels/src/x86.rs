@@ -126,3 +126,84 @@ fn reduce(lanes: __m256) -> f32 {
     let pairs = _mm_add_ps(halves, _mm_movehl_ps(halves, halves));
     _mm_cvtss_f32(_mm_add_ss(pairs, _mm_movehdup_ps(pairs)))
 }
+
+/// Q4_1: eight weight rows (a group) per register, one activation row at a
+/// time; per lane the portable `dot_q4_1` arithmetic (integer dot exact,
+/// then `(dot·d_w)·d_y + m_w·s_y` added to the lane, unfused).
+#[target_feature(enable = "avx2,fma")]
+pub(crate) unsafe fn matmul_q4_1(
+    w: &crate::Q4_1Weights,
+    rows: Range<usize>,
+    x: &Q8Activations,
+    out: &mut [f32],
+    stride: usize,
+) {
+    use crate::q4_1::GROUP;
+    let first_group = rows.start / GROUP;
+    let last_group = rows.end.div_ceil(GROUP);
+    for group in first_group..last_group {
+        for j in 0..x.rows() {
+            let sums = unsafe { group_row_q4_1(w, group, x, j) };
+            let mut lanes = [0f32; GROUP];
+            // SAFETY: `lanes` holds 8 f32.
+            unsafe { _mm256_storeu_ps(lanes.as_mut_ptr(), sums) };
+            for (lane, value) in lanes.iter().enumerate() {
+                let row = group * GROUP + lane;
+                if rows.contains(&row) {
+                    out[j * stride + row - rows.start] = *value;
+                }
+            }
+        }
+    }
+}
+
+/// The eight outputs of weight group `group` against activation row `j`.
+#[target_feature(enable = "avx2,fma")]
+#[inline]
+unsafe fn group_row_q4_1(w: &crate::Q4_1Weights, group: usize, x: &Q8Activations, j: usize) -> __m256 {
+    let (quants, scales, sums) = (x.row_quants(j), x.row_scales(j), x.row_sums(j));
+    let ones = _mm256_set1_epi16(1);
+    let low_mask = _mm_set1_epi8(0x0F);
+    let mut acc = _mm256_setzero_ps();
+    for b in 0..w.blocks() {
+        let data = w.group_block(group, b);
+        // SAFETY: a group block holds 8 d, 8 m and 8 × 16 nibble bytes (192 bytes);
+        // an activation block 32 bytes.
+        let (d, m, y) = unsafe {
+            (
+                _mm256_loadu_ps(data.as_ptr().cast()),
+                _mm256_loadu_ps(data.as_ptr().add(32).cast()),
+                _mm256_loadu_si256(quants.as_ptr().add(b * BLOCK).cast()),
+            )
+        };
+        let mut per_row = [_mm256_setzero_si256(); 8];
+        for (lane, sums) in per_row.iter_mut().enumerate() {
+            // SAFETY: as above.
+            let packed = unsafe { _mm_loadu_si128(data.as_ptr().add(64 + lane * 16).cast()) };
+            let low = _mm_and_si128(packed, low_mask);
+            let high = _mm_and_si128(_mm_srli_epi16(packed, 4), low_mask);
+            let values = _mm256_set_m128i(high, low);
+            *sums = _mm256_madd_epi16(_mm256_maddubs_epi16(values, y), ones);
+        }
+        let dots = _mm256_cvtepi32_ps(transpose_sum(per_row));
+        let scaled = _mm256_mul_ps(_mm256_mul_ps(dots, d), _mm256_set1_ps(scales[b]));
+        let offset = _mm256_mul_ps(m, _mm256_set1_ps(sums[b]));
+        acc = _mm256_add_ps(acc, _mm256_add_ps(scaled, offset));
+    }
+    acc
+}
+
+/// Lane `i` of the result = the sum of the eight lanes of `v[i]` (exact integers).
+#[target_feature(enable = "avx2,fma")]
+#[inline]
+fn transpose_sum(v: [__m256i; 8]) -> __m256i {
+    let h01 = _mm256_hadd_epi32(v[0], v[1]);
+    let h23 = _mm256_hadd_epi32(v[2], v[3]);
+    let h45 = _mm256_hadd_epi32(v[4], v[5]);
+    let h67 = _mm256_hadd_epi32(v[6], v[7]);
+    let q0 = _mm256_hadd_epi32(h01, h23);
+    let q1 = _mm256_hadd_epi32(h45, h67);
+    let low = _mm256_permute2x128_si256(q0, q1, 0x20);
+    let high = _mm256_permute2x128_si256(q0, q1, 0x31);
+    _mm256_add_epi32(low, high)
+}

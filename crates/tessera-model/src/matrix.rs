@@ -9,7 +9,7 @@ use crate::{ModelError, Result};
 use candle_core::quantized::{GgmlDType, QMatMul, QStorage, QTensor};
 use candle_core::{Device, Module, Tensor};
 use std::ops::Range;
-use tessera_kernels::{matmul_q8_0, Path, Q8Activations, Q8_0Weights};
+use tessera_kernels::{matmul_q4_1, matmul_q8_0, KernelError, Path, Q4_1Weights, Q8Activations, Q8_0Weights};
 
 /// A `[out, in]` weight matrix, quantized or dense f32.
 #[derive(Debug)]
@@ -100,10 +100,17 @@ pub struct ParallelMatMul {
 /// Who computes the product.
 #[derive(Debug)]
 enum Kernel {
-    /// Q8_0 weights: Tessera's own kernels (`tessera-kernels`), bit-identical
-    /// to candle's Q8_0 dot product, activations quantized once per product.
+    /// Q8_0 weights (the default: Q4_1 repacked at load): Tessera's own
+    /// kernels (`tessera-kernels`), bit-identical to candle's Q8_0 dot
+    /// product, activations quantized once per product.
     Q8_0 {
         weights: Q8_0Weights,
+        slices: Vec<Range<usize>>,
+    },
+    /// Q4_1 weights kept as stored (`--no-repack`): Tessera's kernels,
+    /// bit-identical to candle's Q4_1 dot product.
+    Q4_1 {
+        weights: Q4_1Weights,
         slices: Vec<Range<usize>>,
     },
     /// Every other type: candle's quantized (or dense) matmul per row slice.
@@ -131,6 +138,11 @@ impl ParallelMatMul {
                     .map_err(|e| ModelError::InvalidConfig(format!("Q8_0 weights: {e}")))?,
                 slices,
             },
+            Matrix::Quantized(q) if q.dtype() == GgmlDType::Q4_1 => Kernel::Q4_1 {
+                weights: Q4_1Weights::from_ggml(&q.data()?, rows, cols)
+                    .map_err(|e| ModelError::InvalidConfig(format!("Q4_1 weights: {e}")))?,
+                slices,
+            },
             _ => {
                 let mut parts = Vec::with_capacity(slices.len());
                 for range in slices {
@@ -150,18 +162,27 @@ impl ParallelMatMul {
     /// `x` is `[n, cols]`; returns `[n, rows]`.
     pub fn forward(&self, x: &[f32], n: usize) -> Result<Vec<f32>> {
         match &self.kernel {
-            Kernel::Q8_0 { weights, slices } => self.forward_q8_0(weights, slices, x, n),
+            Kernel::Q8_0 { weights, slices } => self.forward_kernel(slices, x, n, |path, range, a, part, stride| {
+                matmul_q8_0(path, weights, range, a, part, stride)
+            }),
+            Kernel::Q4_1 { weights, slices } => self.forward_kernel(slices, x, n, |path, range, a, part, stride| {
+                matmul_q4_1(path, weights, range, a, part, stride)
+            }),
             Kernel::Candle(slices) => self.forward_candle(slices, x, n),
         }
     }
 
-    fn forward_q8_0(&self, weights: &Q8_0Weights, slices: &[Range<usize>], x: &[f32], n: usize) -> Result<Vec<f32>> {
-        let kernel_error = |e: tessera_kernels::KernelError| ModelError::InvalidConfig(format!("Q8_0 matmul: {e}"));
+    /// Quantize `x` once, run `kernel` on every row slice in parallel, gather.
+    fn forward_kernel<K>(&self, slices: &[Range<usize>], x: &[f32], n: usize, kernel: K) -> Result<Vec<f32>>
+    where
+        K: Fn(Path, Range<usize>, &Q8Activations, &mut [f32], usize) -> std::result::Result<(), KernelError> + Sync,
+    {
+        let kernel_error = |e: KernelError| ModelError::InvalidConfig(format!("quantized matmul: {e}"));
         let activations = Q8Activations::quantize(x, n, self.cols).map_err(kernel_error)?;
         let path = Path::detect();
         let parts = parallel::map(slices, |range| {
             let mut part = vec![0f32; n * range.len()];
-            matmul_q8_0(path, weights, range.clone(), &activations, &mut part, range.len()).map(|()| part)
+            kernel(path, range.clone(), &activations, &mut part, range.len()).map(|()| part)
         });
         let mut y = vec![0f32; n * self.rows];
         for (range, part) in slices.iter().zip(parts) {
