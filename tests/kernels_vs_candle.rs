@@ -1,11 +1,11 @@
-//! Tessera's Q8_0 kernels against candle's own quantized matmul, the
+//! Tessera's quantized kernels against candle's own quantized matmul, the
 //! reference they replace: bit-identical outputs on random data of odd
 //! shapes, on every path this CPU runs (the portable one forced too), so
 //! swapping them in changes no logit.
 
 use candle_core::quantized::{GgmlDType, QMatMul, QTensor};
 use candle_core::{Device, Module, Tensor};
-use tessera_kernels::{matmul_q4_1, matmul_q8_0, Path, Q4_1Weights, Q8Activations, Q8_0Weights};
+use tessera_kernels::{matmul_q4_1, matmul_q8_0, KernelError, Path, Q4_1Weights, Q8Activations, Q8_0Weights};
 
 fn random(len: usize, seed: u64) -> Vec<f32> {
     let mut state = seed;
@@ -19,64 +19,67 @@ fn random(len: usize, seed: u64) -> Vec<f32> {
         .collect()
 }
 
+/// Random weights quantized by candle to `dtype`, random activations, and
+/// candle's product: `(GGML bytes, activations, product)`.
+fn candle_product(
+    dtype: GgmlDType,
+    (rows, n, cols): (usize, usize, usize),
+    seed: u64,
+) -> (Vec<u8>, Vec<f32>, Vec<f32>) {
+    let weights = Tensor::from_vec(random(rows * cols, seed), (rows, cols), &Device::Cpu).unwrap();
+    let quantized = QTensor::quantize(&weights, dtype).unwrap();
+    let x = random(n * cols, 1000 + seed);
+    let input = Tensor::from_slice(&x, (n, cols), &Device::Cpu).unwrap();
+    let bytes = quantized.data().unwrap().to_vec();
+    let product = QMatMul::from_qtensor(quantized)
+        .unwrap()
+        .forward(&input)
+        .unwrap()
+        .flatten_all()
+        .unwrap()
+        .to_vec1()
+        .unwrap();
+    (bytes, x, product)
+}
+
+type Kernel<'a> = dyn Fn(Path, &Q8Activations, &mut [f32]) -> Result<(), KernelError> + 'a;
+
+/// Ours on every path equals `reference` bit for bit.
+fn assert_equal(reference: &[f32], x: &[f32], (rows, n, cols): (usize, usize, usize), kernel: &Kernel<'_>) {
+    let activations = Q8Activations::quantize(x, n, cols).unwrap();
+    for path in [Path::detect(), Path::Portable] {
+        let mut ours = vec![f32::NAN; n * rows];
+        kernel(path, &activations, &mut ours).unwrap();
+        let equal = reference.iter().zip(&ours).all(|(a, b)| a.to_bits() == b.to_bits());
+        assert!(equal, "{path:?} differs from candle at {rows}x{n}x{cols}");
+    }
+}
+
 #[test]
 fn q8_0_products_equal_candles_bit_for_bit() {
     // (weight rows, activation rows, inner dimension): tails of every tile, k % 256 != 0.
-    for (i, &(rows, n, cols)) in [(37, 5, 576), (3, 1, 96), (64, 33, 1536), (5, 2, 32), (49, 7, 160)]
-        .iter()
+    for (seed, shape) in [(37, 5, 576), (3, 1, 96), (64, 33, 1536), (5, 2, 32), (49, 7, 160)]
+        .into_iter()
         .enumerate()
     {
-        let weights = Tensor::from_vec(random(rows * cols, i as u64), (rows, cols), &Device::Cpu).unwrap();
-        let quantized = QTensor::quantize(&weights, GgmlDType::Q8_0).unwrap();
-        let x = random(n * cols, 100 + i as u64);
-        let input = Tensor::from_slice(&x, (n, cols), &Device::Cpu).unwrap();
-        let bytes = quantized.data().unwrap().to_vec();
-        let reference: Vec<f32> = QMatMul::from_qtensor(quantized)
-            .unwrap()
-            .forward(&input)
-            .unwrap()
-            .flatten_all()
-            .unwrap()
-            .to_vec1()
-            .unwrap();
-
-        let ours_weights = Q8_0Weights::from_ggml(&bytes, rows, cols).unwrap();
-        let activations = Q8Activations::quantize(&x, n, cols).unwrap();
-        for path in [Path::detect(), Path::Portable] {
-            let mut ours = vec![f32::NAN; n * rows];
-            matmul_q8_0(path, &ours_weights, 0..rows, &activations, &mut ours, rows).unwrap();
-            let equal = reference.iter().zip(&ours).all(|(a, b)| a.to_bits() == b.to_bits());
-            assert!(equal, "{path:?} differs from candle at {rows}x{n}x{cols}");
-        }
+        let (bytes, x, reference) = candle_product(GgmlDType::Q8_0, shape, seed as u64);
+        let weights = Q8_0Weights::from_ggml(&bytes, shape.0, shape.2).unwrap();
+        assert_equal(&reference, &x, shape, &|path, a, out| {
+            matmul_q8_0(path, &weights, 0..shape.0, a, out, shape.0)
+        });
     }
 }
 
 #[test]
 fn q4_1_products_equal_candles_bit_for_bit() {
-    for (i, &(rows, n, cols)) in [(40, 5, 576), (8, 1, 64), (64, 33, 1536), (24, 2, 64)]
-        .iter()
+    for (seed, shape) in [(40, 5, 576), (8, 1, 64), (64, 33, 1536), (24, 2, 64)]
+        .into_iter()
         .enumerate()
     {
-        let weights = Tensor::from_vec(random(rows * cols, 50 + i as u64), (rows, cols), &Device::Cpu).unwrap();
-        let quantized = QTensor::quantize(&weights, GgmlDType::Q4_1).unwrap();
-        let x = random(n * cols, 200 + i as u64);
-        let input = Tensor::from_slice(&x, (n, cols), &Device::Cpu).unwrap();
-        let bytes = quantized.data().unwrap().to_vec();
-        let reference: Vec<f32> = QMatMul::from_qtensor(quantized)
-            .unwrap()
-            .forward(&input)
-            .unwrap()
-            .flatten_all()
-            .unwrap()
-            .to_vec1()
-            .unwrap();
-        let ours_weights = Q4_1Weights::from_ggml(&bytes, rows, cols).unwrap();
-        let activations = Q8Activations::quantize(&x, n, cols).unwrap();
-        for path in [Path::detect(), Path::Portable] {
-            let mut ours = vec![f32::NAN; n * rows];
-            matmul_q4_1(path, &ours_weights, 0..rows, &activations, &mut ours, rows).unwrap();
-            let equal = reference.iter().zip(&ours).all(|(a, b)| a.to_bits() == b.to_bits());
-            assert!(equal, "{path:?} differs from candle's Q4_1 at {rows}x{n}x{cols}");
-        }
+        let (bytes, x, reference) = candle_product(GgmlDType::Q4_1, shape, 50 + seed as u64);
+        let weights = Q4_1Weights::from_ggml(&bytes, shape.0, shape.2).unwrap();
+        assert_equal(&reference, &x, shape, &|path, a, out| {
+            matmul_q4_1(path, &weights, 0..shape.0, a, out, shape.0)
+        });
     }
 }

@@ -78,6 +78,30 @@ fn every_path_equals_the_portable_definition_bit_for_bit() {
     }
 }
 
+/// Every output within `tolerance · Σ|w·x|` of the f64 product of the
+/// dequantized weights and the unquantized activations.
+fn assert_near_reference(
+    got: &[f32],
+    dequantized: &dyn Fn(usize) -> Vec<f32>,
+    x: &[f32],
+    (rows, n, cols): (usize, usize, usize),
+    tolerance: f64,
+) {
+    for r in 0..rows {
+        let wr = dequantized(r);
+        for j in 0..n {
+            let xr = &x[j * cols..(j + 1) * cols];
+            let exact: f64 = wr.iter().zip(xr).map(|(a, b)| *a as f64 * *b as f64).sum();
+            let scale: f64 = wr.iter().zip(xr).map(|(a, b)| (*a as f64 * *b as f64).abs()).sum();
+            let error = (got[j * rows + r] as f64 - exact).abs();
+            assert!(
+                error <= tolerance * scale + 1e-5,
+                "{rows}x{n}x{cols} ({r},{j}): {error} vs {scale}"
+            );
+        }
+    }
+}
+
 #[test]
 fn products_match_a_dequantized_f32_reference() {
     let mut rng = Rng(42);
@@ -86,21 +110,9 @@ fn products_match_a_dequantized_f32_reference() {
         let w = random_weights(&mut rng, rows, cols);
         let (x, q) = random_activations(&mut rng, n, cols);
         let got = product(Path::detect(), &w, &q);
-        for r in 0..rows {
-            let wr = w.dequantize_row(r);
-            for j in 0..n {
-                let xr = &x[j * cols..(j + 1) * cols];
-                let exact: f64 = wr.iter().zip(xr).map(|(a, b)| *a as f64 * *b as f64).sum();
-                let scale: f64 = wr.iter().zip(xr).map(|(a, b)| (*a as f64 * *b as f64).abs()).sum();
-                // 8-bit activations: each term is off by at most half a step
-                // (|x|max/127/2 per element); measured against Σ|w·x|, 1% holds.
-                let error = (got[j * rows + r] as f64 - exact).abs();
-                assert!(
-                    error <= 0.01 * scale + 1e-6,
-                    "{rows}x{n}x{cols} ({r},{j}): {error} vs {scale}"
-                );
-            }
-        }
+        // 8-bit activations: each term is off by at most half a step
+        // (|x|max/127/2 per element); measured against Σ|w·x|, 1% holds.
+        assert_near_reference(&got, &|r| w.dequantize_row(r), &x, (rows, n, cols), 0.01);
     }
 }
 
@@ -174,20 +186,8 @@ fn q4_1_paths_agree_bit_for_bit_and_match_a_dequantized_reference() {
             let same = portable.iter().zip(&fast).all(|(a, b)| a.to_bits() == b.to_bits());
             assert!(same, "AVX2 differs from the portable Q4_1 path at {rows}x{n}x{cols}");
         }
-        for r in 0..rows {
-            let wr = w.dequantize_row(r);
-            for j in 0..n {
-                let xr = &x[j * cols..(j + 1) * cols];
-                let exact: f64 = wr.iter().zip(xr).map(|(a, b)| *a as f64 * *b as f64).sum();
-                let scale: f64 = wr.iter().zip(xr).map(|(a, b)| (*a as f64 * *b as f64).abs()).sum();
-                // As for Q8_0, plus the f16 rounding of Q8_1's block sum (2^-11 relative).
-                let error = (portable[j * rows + r] as f64 - exact).abs();
-                assert!(
-                    error <= 0.02 * scale + 1e-5,
-                    "{rows}x{n}x{cols} ({r},{j}): {error} vs {scale}"
-                );
-            }
-        }
+        // As for Q8_0, plus the f16 rounding of Q8_1's block sum (2^-11 relative).
+        assert_near_reference(&portable, &|r| w.dequantize_row(r), &x, (rows, n, cols), 0.02);
     }
 }
 
