@@ -304,7 +304,7 @@ impl Agent<'_> {
         self.journal.record_call(turn, &call.name, &arguments, ok, &result);
         if !matches!(call.name.as_str(), "create_plan" | "finish") {
             if let Some((step, done)) = self.policy.after_call(&call.name, ok) {
-                self.step_done(step, done)?;
+                self.step_done(step, done);
             }
         }
         Ok((result, ok, finished))
@@ -340,16 +340,16 @@ impl Agent<'_> {
                 false,
             ));
             match parsed {
-                Ok(plan) => return self.adopt_plan(plan, None),
+                Ok(plan) => return Ok(self.adopt_plan(plan, None)),
                 Err(error) => retry = Some((outcome.content.clone(), error)),
             }
         }
         let error = retry.map(|(_, e)| e).unwrap_or_default();
-        self.adopt_plan(Plan::Simple, Some(error))
+        Ok(self.adopt_plan(Plan::Simple, Some(error)))
     }
 
     /// Follow `plan`: the policy moves on, a complex plan seeds `todo.md`.
-    fn adopt_plan(&mut self, plan: Plan, failure: Option<String>) -> Result<String, AgentError> {
+    fn adopt_plan(&mut self, plan: Plan, failure: Option<String>) -> String {
         self.policy.after_plan(&plan);
         let mut text = String::new();
         if let Some(error) = failure {
@@ -378,19 +378,19 @@ impl Agent<'_> {
             Plan::Complex(steps) => format!("plan: {} steps", steps.len()),
         };
         self.journal.record(summary);
-        Ok(text)
+        text
     }
 
     /// A plan step ended: tick it in `todo.md` if it was done and the line
     /// is still there.
-    fn step_done(&mut self, step: usize, done: bool) -> Result<(), AgentError> {
+    fn step_done(&mut self, step: usize, done: bool) {
         let text = self.policy.steps()[step].text.clone();
         if !done {
             self.journal.record(format!(
                 "step {} given up after {STEP_ATTEMPTS} calls: {text}",
                 step + 1
             ));
-            return Ok(());
+            return;
         }
         if let Some(todo) = self.todo() {
             let open = format!("- [ ] {text}");
@@ -400,7 +400,6 @@ impl Agent<'_> {
                 }
             }
         }
-        Ok(())
     }
 
     /// Rewrite `todo.md`; a refusal (a link out of the workspace, say) is

@@ -105,8 +105,10 @@ impl Transcript {
 
     /// Write one record and flush it.
     pub fn write(&mut self, record: &TurnRecord) -> Result<(), AgentError> {
-        let line =
-            serde_json::to_string(record).map_err(|e| AgentError::Backend(format!("serializing a record: {e}")))?;
+        let line = serde_json::to_string(record).map_err(|e| AgentError::Io {
+            what: format!("serializing a record for {}", self.path.display()),
+            source: e.into(),
+        })?;
         writeln!(self.out, "{line}")
             .and_then(|()| self.out.flush())
             .map_err(|source| AgentError::Io {
