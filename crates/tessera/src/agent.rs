@@ -1,7 +1,7 @@
 //! `tessera agent`: run the offline agent loop on a workspace, on the engine
 //! in this process or on any OpenAI-compatible server.
 
-use crate::model_files::{fingerprint, load_model, model_name, ModelArgs};
+use crate::model_files::{fingerprint_for_cache, load_model, model_name, ModelArgs};
 use anyhow::{bail, Context, Result};
 use indicatif::{ProgressBar, ProgressStyle};
 use std::path::PathBuf;
@@ -120,10 +120,7 @@ fn config(args: &AgentArgs, context_window: usize) -> AgentConfig {
 }
 
 fn start_engine(args: &AgentArgs) -> Result<EngineHandle> {
-    let model_fingerprint = match &args.kv_cache_dir {
-        Some(_) => Some(fingerprint(&args.model)?),
-        None => None,
-    };
+    let model_fingerprint = fingerprint_for_cache(&args.model, args.kv_cache_dir.as_deref())?;
     let loaded = load_model(&args.model)?;
     let config = EngineConfig {
         kv_cache_dir: args.kv_cache_dir.clone(),

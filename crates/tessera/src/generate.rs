@@ -2,7 +2,7 @@
 //! It runs through the engine, so `--kv-cache-dir` makes a repeated prompt prefix
 //! (a system prompt, an earlier turn) warm across invocations.
 
-use crate::model_files::{fingerprint, load_model, ModelArgs};
+use crate::model_files::{fingerprint_for_cache, load_model, ModelArgs};
 use crate::tool_args::{constraint, load_tools, parse_choice};
 use anyhow::{bail, Context, Result};
 use std::io::{IsTerminal, Read, Write};
@@ -158,10 +158,7 @@ fn engine_config(args: &GenerateArgs, prompt_tokens: usize, context: usize) -> R
     let budget = (prompt_tokens + args.max_tokens).min(context);
     let floor = if args.kv_cache_dir.is_some() { 8192 } else { 0 };
     let kv_tokens = args.kv_cache_tokens.unwrap_or(floor).max(budget);
-    let model_fingerprint = match &args.kv_cache_dir {
-        Some(_) => Some(fingerprint(&args.model)?),
-        None => None,
-    };
+    let model_fingerprint = fingerprint_for_cache(&args.model, args.kv_cache_dir.as_deref())?;
     Ok(EngineConfig {
         max_batch_tokens: args.prefill_chunk,
         max_running: 1,

@@ -52,6 +52,12 @@ pub fn load_model(args: &ModelArgs) -> Result<LoadedModel> {
     Ok(loaded)
 }
 
+/// The weights' fingerprint when a prefix cache folder is in use (it keys
+/// the cache file), `None` otherwise.
+pub fn fingerprint_for_cache(args: &ModelArgs, kv_cache_dir: Option<&std::path::Path>) -> Result<Option<String>> {
+    kv_cache_dir.map(|_| fingerprint(args)).transpose()
+}
+
 /// Identity of the selected model's weights (size and hash of every weight file):
 /// keys a persisted prefix cache.
 pub fn fingerprint(args: &ModelArgs) -> Result<String> {

@@ -1,6 +1,6 @@
 //! `tessera serve`: the OpenAI-compatible server on one model.
 
-use crate::model_files::{fingerprint, load_model, model_name, ModelArgs};
+use crate::model_files::{fingerprint_for_cache, load_model, model_name, ModelArgs};
 use anyhow::{bail, Context, Result};
 use std::path::PathBuf;
 use std::time::Duration;
@@ -61,10 +61,7 @@ pub fn run(args: ServeArgs) -> Result<()> {
         Some(name) => name.clone(),
         None => model_name(&args.model)?,
     };
-    let model_fingerprint = match &args.kv_cache_dir {
-        Some(_) => Some(fingerprint(&args.model)?),
-        None => None,
-    };
+    let model_fingerprint = fingerprint_for_cache(&args.model, args.kv_cache_dir.as_deref())?;
     let loaded = load_model(&args.model)?;
     let config = EngineConfig {
         max_running: args.max_running,
