@@ -1,15 +1,42 @@
-//! Tessera's one worker pool for the CPU kernels (a rayon pool sized to the
-//! cores). Matmuls run as independent row slices of the weight matrix on it,
-//! and candle's own barrier pool is pinned to a single thread so it never runs
-//! beside ours: its workers spin-wait, and on a loaded 2-core machine two
-//! spinning pools made decode ~3× slower than one thread (measured; see
-//! ARCHITECTURE.md). rayon's idle workers sleep instead of spinning.
+//! Tessera's one worker pool for the CPU kernels: `threads - 1` workers plus
+//! the calling thread, which takes tasks too. A forward pass on two cores
+//! submits ~120 products per decoded token, ~100 µs each, so the cost that
+//! matters is the hand-off: an idle worker spins for at most [`SPIN`] (with
+//! `spin_loop` hints, never `sched_yield`) watching for the next job, then
+//! parks on a condition variable. Between two products of one forward it
+//! never parks; between requests it sleeps. (rayon's workers yielded in a
+//! loop: `sched_yield` and wake-ups were ~15% of decode cycles, measured.)
+//!
+//! Jobs are claimed task by task from an atomic counter, so a worker that the
+//! OS has descheduled costs nothing: the caller takes its tasks. candle's own
+//! barrier pool is pinned to one thread so it never runs beside ours (two
+//! spinning pools made decode ~3× slower on 2 cores; see ARCHITECTURE.md).
+//!
+//! Protocol (all `SeqCst`): the caller publishes the job, then stores its
+//! epoch in `open`; a worker increments `in_flight`, then checks `open` still
+//! holds the epoch it saw before touching the job. The caller claims tasks
+//! until none is left, stores `open = 0` and waits for `in_flight == 0`.
+//! Either a worker's increment precedes that wait (the caller waits for it)
+//! or its check sees `open` changed (it leaves without touching the job), so
+//! the borrowed closure is never called after [`run`] returns.
 
-use rayon::prelude::*;
-use std::sync::OnceLock;
+use std::any::Any;
+use std::cell::Cell;
+use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering::SeqCst};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock};
+use std::time::{Duration, Instant};
 
-static POOL: OnceLock<rayon::ThreadPool> = OnceLock::new();
+/// How long an idle worker watches for a job before it parks.
+const SPIN: Duration = Duration::from_micros(200);
+
+static POOL: OnceLock<Pool> = OnceLock::new();
 static THREADS: OnceLock<usize> = OnceLock::new();
+
+thread_local! {
+    /// Set while this thread runs pool tasks: a nested `run` executes inline.
+    static IN_POOL: Cell<bool> = const { Cell::new(false) };
+}
 
 /// Choose the number of worker threads; effective only before the pool first runs.
 /// Returns the number in force.
@@ -17,7 +44,7 @@ pub fn set_num_threads(threads: usize) -> usize {
     *THREADS.get_or_init(|| threads.max(1))
 }
 
-/// The number of worker threads (default: the available cores).
+/// The number of threads that run a job, the caller included (default: the available cores).
 pub fn num_threads() -> usize {
     *THREADS.get_or_init(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
 }
@@ -33,23 +60,209 @@ pub(crate) fn pin_candle_to_one_thread() {
     });
 }
 
-fn pool() -> &'static rayon::ThreadPool {
+/// A job's closure with its lifetime erased, and its task count.
+#[derive(Clone, Copy)]
+struct Job {
+    task: *const (dyn Fn(usize) + Sync + 'static),
+    tasks: usize,
+}
+
+// SAFETY: the closure is `Sync`; the protocol in the module docs guarantees
+// it is only called while `run`, which borrows it, has not returned.
+unsafe impl Send for Job {}
+
+/// State shared by the caller and the workers.
+struct Shared {
+    /// Epoch of the job open for workers to join; 0 when none is.
+    open: AtomicU64,
+    /// Next task index to claim.
+    next: AtomicUsize,
+    /// Workers inside the current job.
+    in_flight: AtomicUsize,
+    /// Workers parked on `wake`.
+    sleepers: AtomicUsize,
+    /// 1 while the caller is parked on `done`.
+    caller_parked: AtomicUsize,
+    job: Mutex<Option<Job>>,
+    /// The first panic of a worker's task, re-raised by the caller.
+    panic: Mutex<Option<Box<dyn Any + Send>>>,
+    wake: (Mutex<()>, Condvar),
+    done: (Mutex<()>, Condvar),
+}
+
+/// The pool: one job at a time (`submit`), the caller among the threads.
+struct Pool {
+    shared: Arc<Shared>,
+    workers: usize,
+    submit: Mutex<u64>,
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    // A poisoned lock only means a task panicked elsewhere; the data is plain.
+    mutex.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+fn pool() -> &'static Pool {
     POOL.get_or_init(|| {
         pin_candle_to_one_thread();
-        rayon::ThreadPoolBuilder::new()
-            .num_threads(num_threads())
-            .thread_name(|i| format!("tessera-cpu-{i}"))
-            .build()
-            .unwrap_or_else(|_| {
-                rayon::ThreadPoolBuilder::new()
-                    .num_threads(1)
-                    .build()
-                    .expect("a one-thread pool")
-            })
+        let shared = Arc::new(Shared {
+            open: AtomicU64::new(0),
+            next: AtomicUsize::new(0),
+            in_flight: AtomicUsize::new(0),
+            sleepers: AtomicUsize::new(0),
+            caller_parked: AtomicUsize::new(0),
+            job: Mutex::new(None),
+            panic: Mutex::new(None),
+            wake: (Mutex::new(()), Condvar::new()),
+            done: (Mutex::new(()), Condvar::new()),
+        });
+        let mut workers = 0;
+        for index in 1..num_threads() {
+            let worker_shared = Arc::clone(&shared);
+            let spawned = std::thread::Builder::new()
+                .name(format!("tessera-cpu-{index}"))
+                .spawn(move || worker_loop(&worker_shared));
+            if spawned.is_ok() {
+                workers += 1;
+            }
+        }
+        Pool {
+            shared,
+            workers,
+            submit: Mutex::new(0),
+        }
     })
 }
 
-/// Run `work(index, chunk)` for every `chunk_len`-sized chunk of `data`, in parallel.
+/// Run `task(i)` for every `i < tasks` on the pool and the calling thread;
+/// returns when all have run. A panicking task is re-raised here, after the
+/// other threads have left the job.
+pub fn run(tasks: usize, task: &(dyn Fn(usize) + Sync)) {
+    if tasks == 0 {
+        return;
+    }
+    if tasks == 1 || IN_POOL.with(Cell::get) {
+        (0..tasks).for_each(task);
+        return;
+    }
+    let pool = pool();
+    if pool.workers == 0 {
+        (0..tasks).for_each(task);
+        return;
+    }
+    let mut epoch = lock(&pool.submit);
+    *epoch += 1;
+    let shared = &pool.shared;
+    // SAFETY: only the lifetime is erased; see the module docs for why the
+    // pointer is never used after this function returns.
+    let erased: *const (dyn Fn(usize) + Sync + 'static) = unsafe { std::mem::transmute(task) };
+    *lock(&shared.job) = Some(Job { task: erased, tasks });
+    shared.next.store(0, SeqCst);
+    shared.open.store(*epoch, SeqCst);
+    if shared.sleepers.load(SeqCst) > 0 {
+        let _guard = lock(&shared.wake.0);
+        shared.wake.1.notify_all();
+    }
+    IN_POOL.with(|flag| flag.set(true));
+    let caller = catch_unwind(AssertUnwindSafe(|| claim_tasks(shared, task, tasks)));
+    IN_POOL.with(|flag| flag.set(false));
+    shared.open.store(0, SeqCst);
+    wait_for_workers(shared);
+    *lock(&shared.job) = None;
+    let worker_panic = lock(&shared.panic).take();
+    drop(epoch);
+    if let Err(payload) = caller {
+        resume_unwind(payload);
+    }
+    if let Some(payload) = worker_panic {
+        resume_unwind(payload);
+    }
+}
+
+/// Claim and run tasks until none is left.
+fn claim_tasks(shared: &Shared, task: &(dyn Fn(usize) + Sync), tasks: usize) {
+    loop {
+        let index = shared.next.fetch_add(1, SeqCst);
+        if index >= tasks {
+            return;
+        }
+        task(index);
+    }
+}
+
+/// Spin briefly, then park, until no worker is inside the job.
+fn wait_for_workers(shared: &Shared) {
+    let start = Instant::now();
+    while shared.in_flight.load(SeqCst) > 0 {
+        if start.elapsed() > SPIN {
+            let mut guard = lock(&shared.done.0);
+            shared.caller_parked.store(1, SeqCst);
+            while shared.in_flight.load(SeqCst) > 0 {
+                guard = shared.done.1.wait(guard).unwrap_or_else(|p| p.into_inner());
+            }
+            shared.caller_parked.store(0, SeqCst);
+            return;
+        }
+        std::hint::spin_loop();
+    }
+}
+
+fn worker_loop(shared: &Shared) {
+    IN_POOL.with(|flag| flag.set(true));
+    let mut seen = 0;
+    loop {
+        seen = wait_for_job(shared, seen);
+        shared.in_flight.fetch_add(1, SeqCst);
+        if shared.open.load(SeqCst) == seen {
+            let job = *lock(&shared.job);
+            if let Some(job) = job {
+                // SAFETY: the job is open and this worker is counted in
+                // `in_flight`, so `run` has not returned and the closure lives.
+                let task = unsafe { &*job.task };
+                if let Err(payload) = catch_unwind(AssertUnwindSafe(|| claim_tasks(shared, task, job.tasks))) {
+                    lock(&shared.panic).get_or_insert(payload);
+                }
+            }
+        }
+        if shared.in_flight.fetch_sub(1, SeqCst) == 1 && shared.caller_parked.load(SeqCst) == 1 {
+            let _guard = lock(&shared.done.0);
+            shared.done.1.notify_all();
+        }
+    }
+}
+
+/// The epoch of the next open job after `seen`: spin up to [`SPIN`], then park.
+fn wait_for_job(shared: &Shared, seen: u64) -> u64 {
+    let fresh = |epoch: u64| epoch != 0 && epoch != seen;
+    let start = Instant::now();
+    let mut spins = 0u32;
+    loop {
+        let epoch = shared.open.load(SeqCst);
+        if fresh(epoch) {
+            return epoch;
+        }
+        spins = spins.wrapping_add(1);
+        if spins.is_multiple_of(64) && start.elapsed() > SPIN {
+            break;
+        }
+        std::hint::spin_loop();
+    }
+    let mut guard = lock(&shared.wake.0);
+    shared.sleepers.fetch_add(1, SeqCst);
+    let epoch = loop {
+        let epoch = shared.open.load(SeqCst);
+        if fresh(epoch) {
+            break epoch;
+        }
+        guard = shared.wake.1.wait(guard).unwrap_or_else(|p| p.into_inner());
+    };
+    shared.sleepers.fetch_sub(1, SeqCst);
+    epoch
+}
+
+/// Run `work(index, chunk)` for every `chunk_len`-sized chunk of `data`, in
+/// parallel (at least four chunks per task, a few tasks per thread so that
+/// uneven chunks balance).
 pub fn for_each_chunk_mut<F>(data: &mut [f32], chunk_len: usize, work: F)
 where
     F: Fn(usize, &mut [f32]) + Sync + Send,
@@ -57,34 +270,52 @@ where
     if chunk_len == 0 || data.is_empty() {
         return;
     }
-    pool().install(|| {
-        data.par_chunks_mut(chunk_len)
-            .enumerate()
-            .with_min_len(4)
-            .for_each(|(index, chunk)| work(index, chunk))
+    let chunks = data.len().div_ceil(chunk_len);
+    let tasks = (chunks / 4).clamp(1, num_threads() * 4);
+    let per_task = chunks.div_ceil(tasks);
+    let groups: Vec<Mutex<(usize, &mut [f32])>> = data
+        .chunks_mut(per_task * chunk_len)
+        .enumerate()
+        .map(|(group, slice)| Mutex::new((group * per_task, slice)))
+        .collect();
+    run(groups.len(), &|group| {
+        let mut guard = lock(&groups[group]);
+        let (first, slice) = &mut *guard;
+        for (offset, chunk) in slice.chunks_mut(chunk_len).enumerate() {
+            work(*first + offset, chunk);
+        }
     });
 }
 
 /// Map every item to a result in parallel, keeping order.
 pub fn map<T: Sync, R: Send>(items: &[T], work: impl Fn(&T) -> R + Sync + Send) -> Vec<R> {
-    if items.len() == 1 {
-        return vec![work(&items[0])];
-    }
-    pool().install(|| items.par_iter().map(work).collect())
+    let results: Vec<Mutex<Option<R>>> = items.iter().map(|_| Mutex::new(None)).collect();
+    run(items.len(), &|index| {
+        let value = work(&items[index]);
+        *lock(&results[index]) = Some(value);
+    });
+    results
+        .into_iter()
+        .filter_map(|slot| slot.into_inner().unwrap_or_else(|p| p.into_inner()))
+        .collect()
 }
 
 #[cfg(test)]
 mod tests {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
     #[test]
     fn every_chunk_is_visited_once() {
-        let mut data = vec![0f32; 103];
-        super::for_each_chunk_mut(&mut data, 10, |index, chunk| {
-            for value in chunk {
-                *value += index as f32 + 1.0;
+        for len in [1, 7, 103, 4_000] {
+            let mut data = vec![0f32; len];
+            super::for_each_chunk_mut(&mut data, 10, |index, chunk| {
+                for value in chunk {
+                    *value += index as f32 + 1.0;
+                }
+            });
+            for (i, value) in data.iter().enumerate() {
+                assert_eq!(*value, (i / 10) as f32 + 1.0, "len {len}");
             }
-        });
-        for (i, value) in data.iter().enumerate() {
-            assert_eq!(*value, (i / 10) as f32 + 1.0);
         }
     }
 
@@ -95,5 +326,53 @@ mod tests {
             super::map(&items, |x| x * 2),
             items.iter().map(|x| x * 2).collect::<Vec<_>>()
         );
+    }
+
+    #[test]
+    fn every_task_runs_once_across_many_jobs_and_callers() {
+        let callers: Vec<_> = (0..3)
+            .map(|_| {
+                std::thread::spawn(|| {
+                    for tasks in 0..300 {
+                        let hits: Vec<AtomicUsize> = (0..tasks).map(|_| AtomicUsize::new(0)).collect();
+                        super::run(tasks, &|i| {
+                            hits[i].fetch_add(1, Ordering::Relaxed);
+                        });
+                        assert!(hits.iter().all(|h| h.load(Ordering::Relaxed) == 1), "{tasks} tasks");
+                    }
+                })
+            })
+            .collect();
+        for caller in callers {
+            caller.join().expect("caller thread");
+        }
+    }
+
+    #[test]
+    fn nested_runs_execute_inline() {
+        let total = AtomicUsize::new(0);
+        super::run(4, &|_| {
+            super::run(3, &|_| {
+                total.fetch_add(1, Ordering::Relaxed);
+            });
+        });
+        assert_eq!(total.load(Ordering::Relaxed), 12);
+    }
+
+    #[test]
+    fn a_panicking_task_is_raised_to_the_caller_and_the_pool_survives() {
+        let outcome = std::panic::catch_unwind(|| {
+            super::run(8, &|i| {
+                if i == 5 {
+                    panic!("task 5 failed");
+                }
+            })
+        });
+        assert!(outcome.is_err());
+        let total = AtomicUsize::new(0);
+        super::run(16, &|_| {
+            total.fetch_add(1, Ordering::Relaxed);
+        });
+        assert_eq!(total.load(Ordering::Relaxed), 16);
     }
 }
