@@ -1,14 +1,20 @@
 """Tessera vs llama.cpp (llama-cpp-python), same GGUF, same machine, one run.
 
 Called by scripts/bench-vs-llamacpp.sh, which builds both and sets the
-environment: TESSERA_BIN, MODEL, THREADS, RUNS, PROMPT_TOKENS, DECODE_TOKENS.
-Runs alternate between the engines so that machine noise hits both alike;
-prints medians, tokens/s and the ratio Tessera / llama.cpp.
+environment: TESSERA_BIN, MODEL, THREADS, RUNS, PREFILL_TOKENS (a comma list),
+DECODE_TOKENS, DECODE_CONTEXT. Runs alternate between the engines so that
+machine noise hits both alike; prints medians, tokens/s and the ratio
+Tessera / llama.cpp for prefill at each size and decode at a short context and
+at DECODE_CONTEXT tokens, then decode as a fraction of the bandwidth limit:
+the memory read bandwidth (`tessera bench memory`, measured every run on the
+same threads) divided by the bytes of weights read per token (every matrix of
+the GGUF; the tied embedding once, as the LM head).
 """
 import json
 import os
 import platform
 import statistics
+import struct
 import subprocess
 import time
 
@@ -18,10 +24,12 @@ TESSERA = os.environ["TESSERA_BIN"]
 MODEL = os.environ["MODEL"]
 THREADS = int(os.environ.get("THREADS", "2"))
 RUNS = int(os.environ.get("RUNS", "5"))
-PROMPT_TOKENS = int(os.environ.get("PROMPT_TOKENS", "512"))
+PREFILL_TOKENS = [int(n) for n in os.environ.get("PREFILL_TOKENS", "512,2048").split(",")]
 DECODE_TOKENS = int(os.environ.get("DECODE_TOKENS", "128"))
+DECODE_CONTEXT = int(os.environ.get("DECODE_CONTEXT", "2048"))
 
 SENTENCE = "The quick brown fox jumps over the lazy dog while the committee reviews chapter {} of the report. "
+SHORT_PROMPT = "Write a long story about a lighthouse keeper."
 
 
 def cpu_model():
@@ -30,6 +38,66 @@ def cpu_model():
             if line.startswith("model name"):
                 return line.split(":", 1)[1].strip()
     return platform.processor() or "unknown"
+
+
+def gguf_tensor_bytes(path):
+    """{name: (dims, bytes)} from a GGUF header (sizes from the offsets, so every quant type works)."""
+    with open(path, "rb") as f:
+        data = f.read(64 << 20)
+    pos = 0
+
+    def take(fmt):
+        nonlocal pos
+        values = struct.unpack_from("<" + fmt, data, pos)
+        pos += struct.calcsize("<" + fmt)
+        return values[0] if len(values) == 1 else values
+
+    def string():
+        nonlocal pos
+        length = take("Q")
+        text = data[pos:pos + length].decode("utf-8", "replace")
+        pos += length
+        return text
+
+    scalars = {0: "B", 1: "b", 2: "H", 3: "h", 4: "I", 5: "i", 6: "f", 7: "?", 10: "Q", 11: "q", 12: "d"}
+
+    def value(kind):
+        if kind == 8:
+            return string()
+        if kind == 9:
+            inner, count = take("I"), take("Q")
+            return [value(inner) for _ in range(count)]
+        return take(scalars[kind])
+
+    if data[:4] != b"GGUF":
+        raise SystemExit(f"{path} is not a GGUF file")
+    pos = 4
+    _version, tensor_count, kv_count = take("I"), take("Q"), take("Q")
+    alignment = 32
+    for _ in range(kv_count):
+        key = string()
+        item = value(take("I"))
+        if key == "general.alignment":
+            alignment = item
+    infos = []
+    for _ in range(tensor_count):
+        name = string()
+        dims = [take("Q") for _ in range(take("I"))]
+        _kind, offset = take("I"), take("Q")
+        infos.append((offset, name, dims))
+    data_start = (pos + alignment - 1) // alignment * alignment
+    ends = sorted(offset for offset, _, _ in infos)[1:] + [os.path.getsize(path) - data_start]
+    by_offset = sorted(infos)
+    return {name: (dims, end - offset) for (offset, name, dims), end in zip(by_offset, ends)}
+
+
+def weight_bytes_per_token(path):
+    """Bytes of every matrix a decoded token reads: all 2-D tensors, the token
+    embedding only when it doubles as the LM head (no separate output.weight)."""
+    tensors = gguf_tensor_bytes(path)
+    tied = "output.weight" not in tensors
+    return sum(size for name, (dims, size) in tensors.items()
+               if len(dims) == 2 and (name != "token_embd.weight" or tied))
 
 
 def make_prompt(llm, n_tokens):
@@ -47,56 +115,88 @@ def tessera(prompt, max_tokens):
         [TESSERA, "--threads", str(THREADS), "generate", "--model", MODEL, "--max-tokens", str(max_tokens),
          "--ignore-eos", "--json-stats", "--prefill-chunk", "512"],
         input=prompt.encode(), capture_output=True, check=True)
-    stats = json.loads(out.stderr.decode().strip().splitlines()[-1])
-    return stats
+    return json.loads(out.stderr.decode().strip().splitlines()[-1])
 
 
-def llama_prefill(llm, tokens):
+def bandwidth_gb_s():
+    out = subprocess.run([TESSERA, "--threads", str(THREADS), "bench", "memory", "--json"],
+                         capture_output=True, check=True)
+    return json.loads(out.stdout.decode().strip().splitlines()[-1])["best_gb_s"]
+
+
+def llama_run(llm, tokens, steps):
+    """Prefill `tokens` (timed), then `steps` single-token decodes (timed): (prefill tok/s, decode tok/s)."""
     llm.reset()
     start = time.perf_counter()
     llm.eval(tokens)
-    return len(tokens) / (time.perf_counter() - start)
-
-
-def llama_decode(llm, tokens, steps):
-    llm.reset()
-    llm.eval(tokens)
+    prefill = len(tokens) / (time.perf_counter() - start)
     token = tokens[-1]
     start = time.perf_counter()
     for _ in range(steps):
         llm.eval([token])
-    return steps / (time.perf_counter() - start)
+    return prefill, (steps / (time.perf_counter() - start) if steps else None)
+
+
+def one_run(llm, prompts, results):
+    """Both engines on every workload, alternating."""
+    def record(key, tessera_value, llama_value):
+        results.setdefault(("tessera",) + key, []).append(tessera_value)
+        results.setdefault(("llama",) + key, []).append(llama_value)
+
+    for size, (prompt, tokens) in prompts.items():
+        decode_here = size == DECODE_CONTEXT
+        steps = DECODE_TOKENS if decode_here else 0
+        stats = tessera(prompt, steps + 1)
+        prefill, decode = llama_run(llm, tokens, steps)
+        record(("prefill", size), stats["prompt_tokens"] / stats["prefill_s"], prefill)
+        if decode_here:
+            record(("decode", size), stats["decode_steps"] / stats["decode_s"], decode)
+    short_tokens = llm.tokenize(SHORT_PROMPT.encode(), add_bos=False, special=False)
+    stats = tessera(SHORT_PROMPT, DECODE_TOKENS + 1)
+    record(("decode", len(short_tokens)), stats["decode_steps"] / stats["decode_s"],
+           llama_run(llm, short_tokens, DECODE_TOKENS)[1])
+    results.setdefault(("bandwidth",), []).append(bandwidth_gb_s())
 
 
 def main():
-    llm = llama_cpp.Llama(model_path=MODEL, n_ctx=PROMPT_TOKENS + DECODE_TOKENS + 64, n_batch=512, n_ubatch=512,
+    sizes = sorted(set(PREFILL_TOKENS + [DECODE_CONTEXT]))
+    llm = llama_cpp.Llama(model_path=MODEL, n_ctx=max(sizes) + DECODE_TOKENS + 64, n_batch=512, n_ubatch=512,
                           n_threads=THREADS, n_threads_batch=THREADS, verbose=False)
-    long_prompt = make_prompt(llm, PROMPT_TOKENS)
-    short_prompt = "Write a long story about a lighthouse keeper."
-    short_tokens = llm.tokenize(short_prompt.encode(), add_bos=False, special=False)
-    long_tokens = llm.tokenize(long_prompt.encode(), add_bos=False, special=False)
-    results = {"tessera_prefill": [], "llama_prefill": [], "tessera_decode": [], "llama_decode": []}
-    tessera(short_prompt, 4)  # warm the page cache and the binary
-    llama_prefill(llm, short_tokens)
+    prompts = {}
+    for size in sizes:
+        text = make_prompt(llm, size)
+        prompts[size] = (text, llm.tokenize(text.encode(), add_bos=False, special=False))
+    results = {}
+    tessera(SHORT_PROMPT, 4)  # warm the page cache and the binary
+    llama_run(llm, prompts[sizes[0]][1][:16], 0)
     for run in range(RUNS):
-        stats = tessera(long_prompt, 1)
-        results["tessera_prefill"].append(stats["prompt_tokens"] / stats["prefill_s"])
-        results["llama_prefill"].append(llama_prefill(llm, long_tokens))
-        stats = tessera(short_prompt, DECODE_TOKENS + 1)
-        results["tessera_decode"].append(stats["decode_steps"] / stats["decode_s"])
-        results["llama_decode"].append(llama_decode(llm, short_tokens, DECODE_TOKENS))
-        print(f"run {run + 1}/{RUNS}: " + ", ".join(f"{k} {v[-1]:.1f}" for k, v in results.items()), flush=True)
-    med = {k: statistics.median(v) for k, v in results.items()}
+        one_run(llm, prompts, results)
+        print(f"run {run + 1}/{RUNS} done", flush=True)
+    med = {key: statistics.median(values) for key, values in results.items()}
+    bandwidth = med[("bandwidth",)]
+    weights = weight_bytes_per_token(MODEL)
+    limit = bandwidth * 1e9 / weights
     print()
     print(f"date: {time.strftime('%Y-%m-%d')}  cpu: {cpu_model()}  threads: {THREADS}  runs: {RUNS}")
     print(f"model: {os.path.basename(MODEL)}  llama-cpp-python {llama_cpp.__version__}")
     print()
     print("| phase | tokens | Tessera tok/s | llama.cpp tok/s | ratio |")
     print("|---|---|---|---|---|")
-    print(f"| prefill | {len(long_tokens)} | {med['tessera_prefill']:.1f} | {med['llama_prefill']:.1f} | "
-          f"{med['tessera_prefill'] / med['llama_prefill']:.2f}× |")
-    print(f"| decode | {DECODE_TOKENS} | {med['tessera_decode']:.1f} | {med['llama_decode']:.1f} | "
-          f"{med['tessera_decode'] / med['llama_decode']:.2f}× |")
+    for size in PREFILL_TOKENS:
+        ours, theirs = med[("tessera", "prefill", size)], med[("llama", "prefill", size)]
+        print(f"| prefill | {len(prompts[size][1])} | {ours:.1f} | {theirs:.1f} | {ours / theirs:.2f}× |")
+    decode_keys = sorted(key[2] for key in med if key[:2] == ("tessera", "decode"))
+    for context in decode_keys:
+        ours, theirs = med[("tessera", "decode", context)], med[("llama", "decode", context)]
+        print(f"| decode {DECODE_TOKENS} at context {context} | {DECODE_TOKENS} | {ours:.1f} | {theirs:.1f} | "
+              f"{ours / theirs:.2f}× |")
+    print()
+    print(f"memory read bandwidth ({THREADS} threads, median of {RUNS}): {bandwidth:.1f} GB/s; weights read per "
+          f"token: {weights / 1e6:.1f} MB; decode limit: {limit:.1f} tok/s")
+    for context in decode_keys:
+        ours, theirs = med[("tessera", "decode", context)], med[("llama", "decode", context)]
+        print(f"decode at context {context}: Tessera {100 * ours / limit:.0f}% of the limit, "
+              f"llama.cpp {100 * theirs / limit:.0f}%")
 
 
 if __name__ == "__main__":

@@ -1,13 +1,15 @@
 //! Tessera's forward pass against candle-transformers' `quantized_llama` (the
 //! reference) on the real model, both on the same weights.
 //!
-//! Two weight formats:
+//! Three weight formats:
 //! * **dense f32** (every matrix dequantized, in both engines): arithmetic is
 //!   plain f32, so the logits must agree closely and the argmax everywhere;
-//! * **quantized as Tessera runs it** (Q4_1 repacked to Q8_0; the reference
-//!   reads a GGUF repacked the same way, written by this test): activations are
-//!   quantized to 8 bits before every matmul, which turns last-bit differences in
-//!   attention sums into whole quantization steps, so agreement is statistical.
+//! * **quantized as stored** (Q4_1, Tessera's default; the reference reads the
+//!   same file) and **repacked** (Q4_1 requantized to Q8_0, `repack_q4_1`; the
+//!   reference reads a GGUF repacked the same way, written by this test):
+//!   activations are quantized to 8 bits before every matmul, which turns
+//!   last-bit differences in attention sums into whole quantization steps, so
+//!   agreement is statistical.
 //!
 //! Both run in one test: the dense reference needs the process-wide
 //! `CANDLE_DEQUANTIZE_ALL`, which no other test may observe.
@@ -80,6 +82,16 @@ fn compare(got: &tessera_model::Logits, want: &[Vec<f32>]) -> (f32, usize) {
     (worst, agree)
 }
 
+/// Quantized agreement: argmax at ≥ 95% of positions, logits within 3.0.
+fn check_quantized(what: &str, (worst, agree): (f32, usize), positions: usize) {
+    println!("quantized ({what}): max |Δlogit| {worst:.3}, argmax agrees at {agree}/{positions}");
+    assert!(
+        agree * 100 >= positions * 95,
+        "{what}: argmax agrees at only {agree}/{positions} positions"
+    );
+    assert!(worst < 3.0, "{what}: max abs logit diff {worst}");
+}
+
 /// Dense-f32 tolerance: f32 sums in different orders (gemm vs our kernels), 30 layers.
 const DENSE_TOLERANCE: f32 = 1e-3;
 
@@ -90,23 +102,25 @@ fn logits_match_candle_quantized_llama() {
     let dir = std::env::temp_dir().join(format!("tessera-ref-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
 
-    // Quantized, as Tessera runs by default.
+    // Quantized as stored, as Tessera runs by default.
+    let stored = compare(
+        &tessera_logits(common::model(), &tokens),
+        &reference_logits(&common::model_path(), &tokens),
+    );
+    check_quantized("Q4_1 as stored", stored, tokens.len());
+
+    // Repacked to Q8_0 in both engines.
     let repacked = dir.join("repacked.gguf");
     write_repacked_gguf(&common::model_path(), &repacked);
-    let (worst, agree) = compare(
-        &tessera_logits(common::model(), &tokens),
+    let repacked_model = common::load(&LoadOptions {
+        repack_q4_1: true,
+        ..LoadOptions::default()
+    });
+    let repacked = compare(
+        &tessera_logits(&repacked_model, &tokens),
         &reference_logits(&repacked, &tokens),
     );
-    println!(
-        "quantized (Q8_0-repacked): max |Δlogit| {worst:.3}, argmax agrees at {agree}/{}",
-        tokens.len()
-    );
-    assert!(
-        agree * 100 >= tokens.len() * 95,
-        "argmax agrees at only {agree}/{} positions",
-        tokens.len()
-    );
-    assert!(worst < 3.0, "max abs logit diff {worst} on the quantized path");
+    check_quantized("Q8_0-repacked", repacked, tokens.len());
 
     // Dense f32 in both engines. candle reads CANDLE_DEQUANTIZE_ALL once per
     // thread, so the reference runs on a fresh thread that sees it set.

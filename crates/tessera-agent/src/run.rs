@@ -224,16 +224,43 @@ impl Agent<'_> {
         misses + 1
     }
 
-    /// Run every call of an answer and append the results.
+    /// Run every call of an answer and append the results. A call cut off by
+    /// the token limit (its arguments unfinished JSON: masks make every
+    /// finished call valid) stays out of the history, which a server must be
+    /// able to read back, and is answered with a note instead.
     fn calls(
         &mut self,
         outcome: &ChatOutcome,
         turn: usize,
     ) -> Result<(Vec<CallRecord>, Option<StopReason>), AgentError> {
-        self.context.push_calls(&outcome.content, &outcome.calls);
+        let (complete, cut): (Vec<ChatCall>, Vec<ChatCall>) = outcome
+            .calls
+            .iter()
+            .cloned()
+            .partition(|c| is_finished_json(&c.arguments));
+        if !complete.is_empty() {
+            self.context.push_calls(&outcome.content, &complete);
+        } else if !outcome.content.is_empty() {
+            self.context.push_reply(&outcome.content);
+        }
         let mut records = Vec::new();
+        for call in cut {
+            let error = format!(
+                "error: the call to `{}` was cut off before its arguments were complete (finish reason: {}); \
+                 call it again with shorter arguments",
+                call.name, outcome.finish_reason
+            );
+            self.policy.after_call(&call.name, false);
+            self.context.push_note(&error);
+            records.push(CallRecord {
+                name: call.name,
+                arguments: call.arguments,
+                ok: false,
+                result: error,
+            });
+        }
         let mut stop = None;
-        for call in &outcome.calls {
+        for call in &complete {
             let (result, ok, finished) = self.call(call, turn)?;
             let result = self.within_budget(result, turn, &call.name);
             let todo = self.todo();
@@ -504,6 +531,11 @@ impl Agent<'_> {
             next_step,
         }
     }
+}
+
+/// Whether a call's arguments are finished JSON (an empty string counts as `{}`).
+fn is_finished_json(arguments: &str) -> bool {
+    arguments.trim().is_empty() || serde_json::from_str::<Value>(arguments).is_ok()
 }
 
 fn parse_arguments(text: &str) -> Result<Value, String> {

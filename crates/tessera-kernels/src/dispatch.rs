@@ -7,7 +7,7 @@ use std::sync::OnceLock;
 /// A kernel implementation.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Path {
-    /// AVX2 and FMA (x86-64).
+    /// AVX2, FMA and F16C (x86-64).
     Avx2,
     /// Plain Rust, any CPU.
     Portable,
@@ -33,7 +33,9 @@ impl Path {
         match self {
             Path::Portable => true,
             #[cfg(target_arch = "x86_64")]
-            Path::Avx2 => is_x86_feature_detected!("avx2") && is_x86_feature_detected!("fma"),
+            Path::Avx2 => {
+                is_x86_feature_detected!("avx2") && is_x86_feature_detected!("fma") && is_x86_feature_detected!("f16c")
+            }
             #[cfg(not(target_arch = "x86_64"))]
             Path::Avx2 => false,
         }
@@ -58,7 +60,7 @@ pub fn matmul_q8_0(
     }
     match path {
         #[cfg(target_arch = "x86_64")]
-        // SAFETY: the CPU has AVX2 and FMA (checked), and the shapes were checked above.
+        // SAFETY: the CPU has AVX2, FMA and F16C (checked), and the shapes were checked above.
         Path::Avx2 if path.available() => unsafe { crate::x86::matmul(w, rows, x, out, stride) },
         _ => portable::matmul(w, rows, x, out, stride),
     }
@@ -88,7 +90,7 @@ pub fn matmul_q4_1(
     }
     match path {
         #[cfg(target_arch = "x86_64")]
-        // SAFETY: the CPU has AVX2 and FMA (checked), and the shapes were checked above.
+        // SAFETY: the CPU has AVX2, FMA and F16C (checked), and the shapes were checked above.
         Path::Avx2 if path.available() => unsafe { crate::x86::matmul_q4_1(w, rows, x, out, stride) },
         _ => portable::matmul_q4_1(w, rows, x, out, stride),
     }

@@ -1,9 +1,22 @@
 //! Q4_1 weights (a scale `d`, a minimum `m` and 32 four-bit values per
-//! block: `w = d·q + m`), repacked at load into groups of [`GROUP`] rows: for
-//! each block, the group's eight `d`, eight `m` (f32) and eight rows of 16
-//! nibble bytes lie together, so a kernel computing eight outputs at once
-//! reads one linear stream. Four bits per weight is what llama.cpp reads
-//! per token; Q8_0 reads twice as much.
+//! block: `w = d·q + m`), repacked at load into groups of [`GROUP`] rows laid
+//! out for a kernel that computes the eight rows' outputs in the eight 32-bit
+//! lanes of one register, with no horizontal sums (the layout of llama.cpp's
+//! `q4_0_8x8` repack, for Q4_1). Per group and block (160 bytes, GGML's own
+//! 20 bytes per row, so decode reads what llama.cpp reads):
+//!
+//! ```text
+//! bytes   0..16   d of rows 0..8 (f16)
+//! bytes  16..32   m of rows 0..8 (f16)
+//! bytes  32..160  four 32-byte registers; register t, lane r (bytes 4r..4r+4)
+//!                 = row r's GGML nibble bytes 4t..4t+4: low nibbles are
+//!                 values 4t..4t+4, high nibbles values 16+4t..16+4t+4
+//! ```
+//!
+//! One `maddubs` of a register's low (or high) nibbles against four
+//! activation bytes broadcast to every lane gives each row's products for
+//! those four values; eight of them summed in 16 bits (|Σ| ≤ 8·2·15·128 <
+//! 2¹⁵, exact) and one `madd` give each row's exact integer block dot.
 
 use crate::{KernelError, BLOCK};
 use half::f16;
@@ -13,15 +26,17 @@ use half::f16;
 pub const GGML_BLOCK_BYTES: usize = 4 + BLOCK / 2;
 /// Rows computed together (one AVX2 register of f32 outputs).
 pub const GROUP: usize = 8;
-/// Bytes of one group's block: 8 `d`, 8 `m`, 8 × 16 nibble bytes.
-pub(crate) const GROUP_BLOCK_BYTES: usize = GROUP * 4 * 2 + GROUP * BLOCK / 2;
+/// Bytes of one group's block: 8 `d`, 8 `m` (f16), 8 × 16 nibble bytes.
+pub(crate) const GROUP_BLOCK_BYTES: usize = GROUP * 2 * 2 + GROUP * BLOCK / 2;
+/// Offset of the nibble registers in a group block.
+pub(crate) const NIBBLES_AT: usize = GROUP * 2 * 2;
 
 /// A `[rows, cols]` Q4_1 matrix in row groups.
 #[derive(Debug, Clone)]
 pub struct Q4_1Weights {
     rows: usize,
     cols: usize,
-    /// Per group, per block: `d[8]`, `m[8]` as f32 bytes, then nibbles.
+    /// Per group, per block: the 160 bytes described in the module docs.
     data: Vec<u8>,
 }
 
@@ -47,11 +62,12 @@ impl Q4_1Weights {
                 let src = &bytes[(row * blocks + b) * GGML_BLOCK_BYTES..][..GGML_BLOCK_BYTES];
                 let dst = &mut data[((row / GROUP) * blocks + b) * GROUP_BLOCK_BYTES..][..GROUP_BLOCK_BYTES];
                 let lane = row % GROUP;
-                let d = f16::from_le_bytes([src[0], src[1]]).to_f32();
-                let m = f16::from_le_bytes([src[2], src[3]]).to_f32();
-                dst[lane * 4..lane * 4 + 4].copy_from_slice(&d.to_le_bytes());
-                dst[32 + lane * 4..32 + lane * 4 + 4].copy_from_slice(&m.to_le_bytes());
-                dst[64 + lane * 16..64 + lane * 16 + 16].copy_from_slice(&src[4..]);
+                dst[lane * 2..lane * 2 + 2].copy_from_slice(&src[0..2]);
+                dst[16 + lane * 2..16 + lane * 2 + 2].copy_from_slice(&src[2..4]);
+                for t in 0..4 {
+                    let at = NIBBLES_AT + t * 32 + lane * 4;
+                    dst[at..at + 4].copy_from_slice(&src[4 + t * 4..8 + t * 4]);
+                }
             }
         }
         Ok(Self { rows, cols, data })
@@ -72,21 +88,22 @@ impl Q4_1Weights {
         self.data.len()
     }
 
-    /// Group `group`, block `block`: the 192 bytes described above.
+    /// Group `group`, block `block`: the 160 bytes described above.
     pub(crate) fn group_block(&self, group: usize, block: usize) -> &[u8] {
         &self.data[(group * self.blocks() + block) * GROUP_BLOCK_BYTES..][..GROUP_BLOCK_BYTES]
     }
 
-    /// `(d, m, nibbles)` of row `row`, block `block`.
-    pub(crate) fn block(&self, row: usize, block: usize) -> (f32, f32, &[u8]) {
+    /// `(d, m, GGML nibble bytes)` of row `row`, block `block`.
+    pub(crate) fn block(&self, row: usize, block: usize) -> (f32, f32, [u8; BLOCK / 2]) {
         let data = self.group_block(row / GROUP, block);
         let lane = row % GROUP;
-        let read = |at: usize| f32::from_le_bytes([data[at], data[at + 1], data[at + 2], data[at + 3]]);
-        (
-            read(lane * 4),
-            read(32 + lane * 4),
-            &data[64 + lane * 16..64 + lane * 16 + 16],
-        )
+        let read = |at: usize| f16::from_le_bytes([data[at], data[at + 1]]).to_f32();
+        let mut nibbles = [0u8; BLOCK / 2];
+        for t in 0..4 {
+            let at = NIBBLES_AT + t * 32 + lane * 4;
+            nibbles[t * 4..t * 4 + 4].copy_from_slice(&data[at..at + 4]);
+        }
+        (read(lane * 2), read(16 + lane * 2), nibbles)
     }
 
     /// Row `row` dequantized (tests and references).
@@ -94,8 +111,8 @@ impl Q4_1Weights {
         (0..self.blocks())
             .flat_map(|b| {
                 let (d, m, nibbles) = self.block(row, b);
-                let low = nibbles.iter().map(move |&q| (q & 0x0F) as f32 * d + m);
-                let high = nibbles.iter().map(move |&q| (q >> 4) as f32 * d + m);
+                let low = nibbles.into_iter().map(move |q| (q & 0x0F) as f32 * d + m);
+                let high = nibbles.into_iter().map(move |q| (q >> 4) as f32 * d + m);
                 low.chain(high).collect::<Vec<_>>()
             })
             .collect()

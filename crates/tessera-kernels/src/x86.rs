@@ -127,10 +127,11 @@ fn reduce(lanes: __m256) -> f32 {
     _mm_cvtss_f32(_mm_add_ss(pairs, _mm_movehdup_ps(pairs)))
 }
 
-/// Q4_1: eight weight rows (a group) per register, one activation row at a
-/// time; per lane the portable `dot_q4_1` arithmetic (integer dot exact,
-/// then `(dot·d_w)·d_y + m_w·s_y` added to the lane, unfused).
-#[target_feature(enable = "avx2,fma")]
+/// Q4_1: eight weight rows (a group) in the eight lanes of a register, `C`
+/// activation rows at a time sharing each block's nibble expansion; per lane
+/// the portable `dot_q4_1` arithmetic (integer dot exact, then
+/// `(dot·d_w)·d_y + m_w·s_y` added to the lane, unfused).
+#[target_feature(enable = "avx2,fma,f16c")]
 pub(crate) unsafe fn matmul_q4_1(
     w: &crate::Q4_1Weights,
     rows: Range<usize>,
@@ -139,71 +140,113 @@ pub(crate) unsafe fn matmul_q4_1(
     stride: usize,
 ) {
     use crate::q4_1::GROUP;
-    let first_group = rows.start / GROUP;
-    let last_group = rows.end.div_ceil(GROUP);
-    for group in first_group..last_group {
-        for j in 0..x.rows() {
-            let sums = unsafe { group_row_q4_1(w, group, x, j) };
-            let mut lanes = [0f32; GROUP];
-            // SAFETY: `lanes` holds 8 f32.
-            unsafe { _mm256_storeu_ps(lanes.as_mut_ptr(), sums) };
-            for (lane, value) in lanes.iter().enumerate() {
-                let row = group * GROUP + lane;
-                if rows.contains(&row) {
-                    out[j * stride + row - rows.start] = *value;
+    let groups = rows.start / GROUP..rows.end.div_ceil(GROUP);
+    let n = x.rows();
+    for chunk in (0..n).step_by(ACT_CHUNK) {
+        let chunk_end = (chunk + ACT_CHUNK).min(n);
+        for group in groups.clone() {
+            let mut j = chunk;
+            while j < chunk_end {
+                let width = (chunk_end - j).min(4);
+                let sums = unsafe {
+                    match width {
+                        4 => group_tile_q4_1::<4>(w, group, x, j),
+                        3 => pad(group_tile_q4_1::<3>(w, group, x, j)),
+                        2 => pad(group_tile_q4_1::<2>(w, group, x, j)),
+                        _ => pad(group_tile_q4_1::<1>(w, group, x, j)),
+                    }
+                };
+                for (c, lanes) in sums.iter().take(width).enumerate() {
+                    store_group(*lanes, group * GROUP, &rows, &mut out[(j + c) * stride..]);
                 }
+                j += width;
             }
         }
     }
 }
 
-/// The eight outputs of weight group `group` against activation row `j`.
-#[target_feature(enable = "avx2,fma")]
+/// `C` results widened to four (the rest unused).
+#[target_feature(enable = "avx2")]
 #[inline]
-unsafe fn group_row_q4_1(w: &crate::Q4_1Weights, group: usize, x: &Q8Activations, j: usize) -> __m256 {
-    let (quants, scales, sums) = (x.row_quants(j), x.row_scales(j), x.row_sums(j));
-    let ones = _mm256_set1_epi16(1);
-    let low_mask = _mm_set1_epi8(0x0F);
-    let mut acc = _mm256_setzero_ps();
-    for b in 0..w.blocks() {
-        let data = w.group_block(group, b);
-        // SAFETY: a group block holds 8 d, 8 m and 8 × 16 nibble bytes (192 bytes);
-        // an activation block 32 bytes.
-        let (d, m, y) = unsafe {
-            (
-                _mm256_loadu_ps(data.as_ptr().cast()),
-                _mm256_loadu_ps(data.as_ptr().add(32).cast()),
-                _mm256_loadu_si256(quants.as_ptr().add(b * BLOCK).cast()),
-            )
-        };
-        let mut per_row = [_mm256_setzero_si256(); 8];
-        for (lane, sums) in per_row.iter_mut().enumerate() {
-            // SAFETY: as above.
-            let packed = unsafe { _mm_loadu_si128(data.as_ptr().add(64 + lane * 16).cast()) };
-            let low = _mm_and_si128(packed, low_mask);
-            let high = _mm_and_si128(_mm_srli_epi16(packed, 4), low_mask);
-            let values = _mm256_set_m128i(high, low);
-            *sums = _mm256_madd_epi16(_mm256_maddubs_epi16(values, y), ones);
-        }
-        let dots = _mm256_cvtepi32_ps(transpose_sum(per_row));
-        let scaled = _mm256_mul_ps(_mm256_mul_ps(dots, d), _mm256_set1_ps(scales[b]));
-        let offset = _mm256_mul_ps(m, _mm256_set1_ps(sums[b]));
-        acc = _mm256_add_ps(acc, _mm256_add_ps(scaled, offset));
-    }
-    acc
+fn pad<const C: usize>(sums: [__m256; C]) -> [__m256; 4] {
+    let mut all = [_mm256_setzero_ps(); 4];
+    all[..C].copy_from_slice(&sums);
+    all
 }
 
-/// Lane `i` of the result = the sum of the eight lanes of `v[i]` (exact integers).
-#[target_feature(enable = "avx2,fma")]
+/// Store the lanes of rows `first..first + 8` that lie in `rows` into
+/// `out_row[r − rows.start]`.
+#[target_feature(enable = "avx2")]
 #[inline]
-fn transpose_sum(v: [__m256i; 8]) -> __m256i {
-    let h01 = _mm256_hadd_epi32(v[0], v[1]);
-    let h23 = _mm256_hadd_epi32(v[2], v[3]);
-    let h45 = _mm256_hadd_epi32(v[4], v[5]);
-    let h67 = _mm256_hadd_epi32(v[6], v[7]);
-    let q0 = _mm256_hadd_epi32(h01, h23);
-    let q1 = _mm256_hadd_epi32(h45, h67);
-    let low = _mm256_permute2x128_si256(q0, q1, 0x20);
-    let high = _mm256_permute2x128_si256(q0, q1, 0x31);
-    _mm256_add_epi32(low, high)
+fn store_group(lanes: __m256, first: usize, rows: &Range<usize>, out_row: &mut [f32]) {
+    let at = first - rows.start;
+    if first + 8 <= rows.end {
+        // SAFETY: `check` guaranteed `out_row` holds `rows.len()` outputs, and `at + 8 <= rows.len()`.
+        unsafe { _mm256_storeu_ps(out_row[at..at + 8].as_mut_ptr(), lanes) };
+        return;
+    }
+    let mut values = [0f32; 8];
+    // SAFETY: `values` holds 8 f32.
+    unsafe { _mm256_storeu_ps(values.as_mut_ptr(), lanes) };
+    let live = rows.end - first;
+    out_row[at..at + live].copy_from_slice(&values[..live]);
+}
+
+/// The eight outputs of weight group `group` against activation rows `j0..j0 + C`.
+#[target_feature(enable = "avx2,fma,f16c")]
+#[inline]
+unsafe fn group_tile_q4_1<const C: usize>(
+    w: &crate::Q4_1Weights,
+    group: usize,
+    x: &Q8Activations,
+    j0: usize,
+) -> [__m256; C] {
+    use crate::q4_1::NIBBLES_AT;
+    let ones = _mm256_set1_epi16(1);
+    let low_mask = _mm256_set1_epi8(0x0F);
+    let mut acc = [_mm256_setzero_ps(); C];
+    let mut quants: [&[i8]; C] = [&[]; C];
+    let mut scales: [&[f32]; C] = [&[]; C];
+    let mut sums: [&[f32]; C] = [&[]; C];
+    for c in 0..C {
+        quants[c] = x.row_quants(j0 + c);
+        scales[c] = x.row_scales(j0 + c);
+        sums[c] = x.row_sums(j0 + c);
+    }
+    for b in 0..w.blocks() {
+        let data = w.group_block(group, b).as_ptr();
+        // SAFETY: a group block holds 8 f16 d, 8 f16 m and four 32-byte registers (160 bytes).
+        let (d, m) = unsafe {
+            (
+                _mm256_cvtph_ps(_mm_loadu_si128(data.cast())),
+                _mm256_cvtph_ps(_mm_loadu_si128(data.add(16).cast())),
+            )
+        };
+        let mut dots = [_mm256_setzero_si256(); C];
+        for t in 0..4 {
+            // SAFETY: as above.
+            let packed = unsafe { _mm256_loadu_si256(data.add(NIBBLES_AT + t * 32).cast()) };
+            let low = _mm256_and_si256(packed, low_mask);
+            let high = _mm256_and_si256(_mm256_srli_epi16(packed, 4), low_mask);
+            for c in 0..C {
+                // SAFETY: an activation block is 32 bytes; 4t + 16 + 4 <= 32.
+                let (y_low, y_high) = unsafe {
+                    let block = quants[c].as_ptr().add(b * BLOCK + t * 4);
+                    (
+                        _mm256_set1_epi32(block.cast::<i32>().read_unaligned()),
+                        _mm256_set1_epi32(block.add(16).cast::<i32>().read_unaligned()),
+                    )
+                };
+                let products = _mm256_add_epi16(_mm256_maddubs_epi16(low, y_low), _mm256_maddubs_epi16(high, y_high));
+                dots[c] = _mm256_add_epi16(dots[c], products);
+            }
+        }
+        for c in 0..C {
+            let dot = _mm256_cvtepi32_ps(_mm256_madd_epi16(dots[c], ones));
+            let scaled = _mm256_mul_ps(_mm256_mul_ps(dot, d), _mm256_set1_ps(scales[c][b]));
+            let offset = _mm256_mul_ps(m, _mm256_set1_ps(sums[c][b]));
+            acc[c] = _mm256_add_ps(acc[c], _mm256_add_ps(scaled, offset));
+        }
+    }
+    acc
 }

@@ -1,7 +1,8 @@
 //! GGUF loading: metadata → [`ModelConfig`], `tokenizer.ggml.*` → [`Tokenizer`],
 //! `tokenizer.chat_template` → [`ChatTemplate`], tensors → [`Model`].
-//! Every quant type candle reads is accepted; Q4_1 matrices are repacked to Q8_0
-//! at load by default (candle's Q4_1 dot product is scalar, Q8_0's is SIMD).
+//! Every quant type candle reads is accepted. Q4_1 and Q8_0 matrices run on
+//! Tessera's kernels as stored; `repack_q4_1` requantizes Q4_1 to Q8_0 at
+//! load instead (the default before the Q4_1 kernel, kept for comparisons).
 
 use crate::config::{Architecture, ModelConfig};
 use crate::matrix::Matrix;
@@ -38,7 +39,7 @@ impl GgufSource {
             path: path.to_path_buf(),
             content,
             reader,
-            repack_q4_1: true,
+            repack_q4_1: false,
             dequantize: false,
         })
     }

@@ -27,9 +27,11 @@ pub struct ModelArgs {
     /// A tokenizer.json to use instead of the one the model carries.
     #[arg(long)]
     pub tokenizer: Option<PathBuf>,
-    /// Keep Q4_1 weights as stored instead of repacking them to Q8_0 at load (slower on CPU).
+    /// Repack Q4_1 weights to Q8_0 at load instead of computing on them as stored (the default
+    /// before Tessera's Q4_1 kernel: twice the weight memory, slower prefill and decode; kept for
+    /// comparison).
     #[arg(long)]
-    pub no_repack: bool,
+    pub repack_q8: bool,
     /// Allow downloading an `org/name` model from the Hugging Face Hub when it is not cached.
     #[arg(long)]
     pub allow_download: bool,
@@ -39,7 +41,7 @@ pub struct ModelArgs {
 pub fn load_model(args: &ModelArgs) -> Result<LoadedModel> {
     let location = locate(args)?;
     let options = LoadOptions {
-        repack_q4_1: !args.no_repack,
+        repack_q4_1: args.repack_q8,
         dequantize: false,
         tokenizer: args.tokenizer.clone(),
     };
@@ -79,7 +81,10 @@ pub fn fingerprint(args: &ModelArgs) -> Result<String> {
             tessera_model::model_fingerprint(path).with_context(|| format!("fingerprinting {}", path.display()))
         })
         .collect::<Result<Vec<_>>>()?;
-    Ok(prints.join("+"))
+    // The arithmetic is part of the identity: K/V computed on repacked
+    // weights differ from K/V computed on the stored ones.
+    let arithmetic = if args.repack_q8 { "q4_1-as-q8_0" } else { "as-stored" };
+    Ok(format!("{}|{arithmetic}", prints.join("+")))
 }
 
 /// A short name for the selected model: the GGUF file's stem or the checkpoint folder's name.

@@ -219,6 +219,34 @@ fn errors_stay_in_and_disallowed_calls_are_refused() {
 }
 
 #[test]
+fn a_call_cut_off_by_the_token_limit_stays_out_of_the_history() {
+    let dir = workspace(&[("a.md", "x\n")]);
+    let mut answers = opening(r#"{"mode":"simple"}"#);
+    let mut cut = call("file_read", json!({}));
+    cut.calls[0].arguments = r#"{"path": "a.m"#.into();
+    cut.finish_reason = "length".into();
+    answers.extend([cut, call("finish", json!({"summary": "done"}))]);
+    let (report, bodies) = run_script(dir.path(), answers, config("t"));
+    let report = report.unwrap();
+    let last = bodies.last().unwrap();
+    for message in last["messages"].as_array().unwrap() {
+        for call in message["tool_calls"].as_array().into_iter().flatten() {
+            let arguments = call["function"]["arguments"].as_str().unwrap();
+            assert!(serde_json::from_str::<Value>(arguments).is_ok(), "{arguments}");
+        }
+    }
+    assert!(
+        last_message(last).contains("the call to `file_read` was cut off") && last_message(last).contains("length"),
+        "{}",
+        last_message(last)
+    );
+    assert!(report
+        .turns
+        .iter()
+        .any(|t| t.calls.iter().any(|c| !c.ok && c.name == "file_read")));
+}
+
+#[test]
 fn repeated_results_are_worded_apart_and_a_rut_raises_the_temperature() {
     let dir = workspace(&[("a.md", "x\n")]);
     let mut answers = opening(r#"{"mode":"simple"}"#);

@@ -1,0 +1,63 @@
+//! `tessera bench memory`: the machine's memory read bandwidth on the
+//! kernels' own thread pool. Decode reads every weight once per token, so
+//! bandwidth / bytes of weights per token is the physical limit of decode
+//! tok/s; `scripts/bench-vs-llamacpp.sh` reports both engines against it.
+//!
+//! Each pass sums a buffer several times the last-level cache in one
+//! contiguous slice per thread (u64 adds: far below the core's load
+//! throughput, so the pass is bound by DRAM); the fastest pass is reported.
+
+use anyhow::{Context, Result};
+use std::hint::black_box;
+use std::time::Instant;
+use tessera_model::parallel;
+
+/// Options of `tessera bench memory`.
+#[derive(Debug, clap::Args)]
+pub struct MemoryArgs {
+    /// Buffer size in MiB (keep it several times the last-level cache, so that reads come from DRAM).
+    #[arg(long, default_value_t = 1024, value_parser = clap::value_parser!(u64).range(64..=65_536))]
+    mib: u64,
+    /// Timed passes over the buffer; the fastest is reported.
+    #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u64).range(1..=100))]
+    passes: u64,
+    /// Print one JSON line `{threads, bytes, passes_gb_s, best_gb_s}` instead of the summary.
+    #[arg(long)]
+    json: bool,
+}
+
+pub fn run(args: MemoryArgs) -> Result<()> {
+    let words = usize::try_from(args.mib * (1 << 20) / 8).context("--mib does not fit this machine's memory")?;
+    let mut buffer: Vec<u64> = Vec::new();
+    buffer
+        .try_reserve_exact(words)
+        .with_context(|| format!("allocating {} MiB for --mib", args.mib))?;
+    // Written once so that every page is resident before the timed passes.
+    buffer.extend((0..words as u64).map(|i| i.wrapping_mul(0x9E37_79B9_7F4A_7C15)));
+    let threads = parallel::num_threads();
+    let slices: Vec<&[u64]> = buffer.chunks(words.div_ceil(threads)).collect();
+    let bytes = (words * 8) as f64;
+    let mut rates = Vec::new();
+    for _ in 0..args.passes {
+        let start = Instant::now();
+        let sums = parallel::map(&slices, |slice| slice.iter().fold(0u64, |acc, &w| acc.wrapping_add(w)));
+        black_box(sums);
+        rates.push(bytes / start.elapsed().as_secs_f64() / 1e9);
+    }
+    let best = rates.iter().copied().fold(0f64, f64::max);
+    if args.json {
+        let line = serde_json::json!({
+            "threads": threads,
+            "bytes": words * 8,
+            "passes_gb_s": rates,
+            "best_gb_s": best,
+        });
+        println!("{line}");
+    } else {
+        println!(
+            "memory read bandwidth: {best:.1} GB/s ({threads} threads, {} MiB, best of {} passes)",
+            args.mib, args.passes
+        );
+    }
+    Ok(())
+}
