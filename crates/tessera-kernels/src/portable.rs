@@ -9,13 +9,10 @@ use std::ops::Range;
 /// One output: row `row` of `w` against row `x_row` of `x`.
 pub(crate) fn dot(w: &Q8_0Weights, row: usize, x: &Q8Activations, x_row: usize) -> f32 {
     let mut acc = [0f32; LANES];
-    let blocks = w
-        .row_quants(row)
-        .chunks_exact(BLOCK)
-        .zip(x.row_quants(x_row).chunks_exact(BLOCK))
-        .zip(w.row_scales(row).iter().zip(x.row_scales(x_row)));
-    for ((wq, xq), (dw, dx)) in blocks {
-        let d = dw * dx;
+    let blocks = x.row_quants(x_row).chunks_exact(BLOCK).zip(x.row_scales(x_row));
+    for (b, (xq, dx)) in blocks.enumerate() {
+        let wq = w.block_quants(row, b);
+        let d = w.scale(row, b) * dx;
         for (lane, acc) in acc.iter_mut().enumerate() {
             let run = lane * 4..lane * 4 + 4;
             let sum: i32 = wq[run.clone()]

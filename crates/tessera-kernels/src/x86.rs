@@ -77,36 +77,46 @@ unsafe fn tile<const R: usize, const C: usize>(
     // intrinsic called through one is not inlined (measured: decode 35% slower).
     let ones = _mm256_set1_epi16(1);
     let mut acc = [[_mm256_setzero_ps(); C]; R];
-    let mut w_quants: [&[i8]; R] = [&[]; R];
-    let mut w_scales: [&[f32]; R] = [&[]; R];
+    use crate::q8_0::{GROUP, QUANT_STRIDE};
+    let mut w_quants = [std::ptr::null::<i8>(); R];
+    let mut w_scales = [std::ptr::null::<f32>(); R];
     for i in 0..R {
-        w_quants[i] = w.row_quants(r0 + i);
-        w_scales[i] = w.row_scales(r0 + i);
+        (w_scales[i], w_quants[i]) = w.row_start(r0 + i);
     }
     let mut x_quants: [&[i8]; C] = [&[]; C];
-    let mut x_scales: [&[f32]; C] = [&[]; C];
+    let mut x_scales = [std::ptr::null::<f32>(); C];
     for c in 0..C {
         x_quants[c] = x.row_quants(j0 + c);
-        x_scales[c] = x.row_scales(j0 + c);
+        x_scales[c] = x.row_scales(j0 + c).as_ptr();
     }
     let mut wv = [_mm256_setzero_si256(); R];
     let mut w_abs = [_mm256_setzero_si256(); R];
     for b in 0..w.blocks() {
         let at = b * BLOCK;
+        let mut w_scale = [0f32; R];
         for i in 0..R {
-            // SAFETY: every row holds `blocks * BLOCK` quants, so 32 bytes at `at` are in bounds.
-            wv[i] = unsafe { _mm256_loadu_si256(w_quants[i].as_ptr().add(at).cast()) };
+            // SAFETY: `row_start` points at a row's first block; its block `b < blocks`
+            // lies `b · QUANT_STRIDE` quants (32 of them) and `b · GROUP` scales further.
+            unsafe {
+                wv[i] = _mm256_loadu_si256(w_quants[i].add(b * QUANT_STRIDE).cast());
+                w_scale[i] = *w_scales[i].add(b * GROUP);
+            }
             w_abs[i] = _mm256_sign_epi8(wv[i], wv[i]);
         }
         for c in 0..C {
-            // SAFETY: as above, for the activation row.
-            let xv = unsafe { _mm256_loadu_si256(x_quants[c].as_ptr().add(at).cast()) };
-            let dx = x_scales[c][b];
+            // SAFETY: an activation row holds `blocks` scales and `blocks · 32` quants
+            // (`check` matched its blocks to the weights').
+            let (xv, dx) = unsafe {
+                (
+                    _mm256_loadu_si256(x_quants[c].as_ptr().add(at).cast()),
+                    *x_scales[c].add(b),
+                )
+            };
             for i in 0..R {
                 let signed = _mm256_sign_epi8(xv, wv[i]);
                 let pairs = _mm256_maddubs_epi16(w_abs[i], signed);
                 let quads = _mm256_cvtepi32_ps(_mm256_madd_epi16(pairs, ones));
-                let d = _mm256_set1_ps(w_scales[i][b] * dx);
+                let d = _mm256_set1_ps(w_scale[i] * dx);
                 acc[i][c] = _mm256_fmadd_ps(d, quads, acc[i][c]);
             }
         }

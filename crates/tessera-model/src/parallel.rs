@@ -261,8 +261,8 @@ fn wait_for_job(shared: &Shared, seen: u64) -> u64 {
 }
 
 /// Run `work(index, chunk)` for every `chunk_len`-sized chunk of `data`, in
-/// parallel (at least four chunks per task, a few tasks per thread so that
-/// uneven chunks balance).
+/// parallel: up to four tasks per thread (uneven chunks balance), each a run
+/// of consecutive chunks; a decode step's few chunks get a task each.
 pub fn for_each_chunk_mut<F>(data: &mut [f32], chunk_len: usize, work: F)
 where
     F: Fn(usize, &mut [f32]) + Sync + Send,
@@ -271,7 +271,7 @@ where
         return;
     }
     let chunks = data.len().div_ceil(chunk_len);
-    let tasks = (chunks / 4).clamp(1, num_threads() * 4);
+    let tasks = chunks.clamp(1, num_threads() * 4);
     let per_task = chunks.div_ceil(tasks);
     let groups: Vec<Mutex<(usize, &mut [f32])>> = data
         .chunks_mut(per_task * chunk_len)
