@@ -19,9 +19,11 @@ use crate::simd;
 use tessera_kv::BlockId;
 
 /// The online-softmax loop of `attend_range`, written once for both builds
-/// (`$dot`, `$axpy`: the dot product and `y += a·x` to use).
+/// (`$dot`, `$axpy_rows`: the dot product and `y += Σ a_i·x_i` to use). The
+/// weights of a tile are computed first, then accumulated in one call (with
+/// no `exp` call in between, a 64-wide accumulator stays in registers).
 macro_rules! attend_body {
-    ($dot:expr, $axpy:expr, $scale:expr, $layout:expr, $blocks:expr, $item:expr, $heads_q:expr, $kv:expr, $partial:expr) => {{
+    ($dot:expr, $axpy_rows:expr, $scale:expr, $layout:expr, $blocks:expr, $item:expr, $heads_q:expr, $kv:expr, $partial:expr) => {{
         let (layout, item, partial): (KvLayout, WorkItem, &mut [f32]) = ($layout, $item, $partial);
         let dim = layout.head_dim;
         let bs = layout.block_size;
@@ -30,6 +32,7 @@ macro_rules! attend_body {
             state[0] = f32::NEG_INFINITY;
         }
         let mut scores = [0f32; 64];
+        let mut weights = [0f32; 64];
         let (mut key, end) = item.keys;
         while key < end {
             let block = $blocks[key / bs];
@@ -54,12 +57,12 @@ macro_rules! attend_body {
                     simd::scale(acc, rescale);
                 }
                 head[0] = new_max;
-                for (s, v_row) in v_tile.chunks_exact(dim).enumerate() {
-                    let p = (scores[s] - new_max).exp();
-                    head[1] += p;
-                    // SAFETY: as above.
-                    unsafe { $axpy(acc, p, v_row) };
+                for (weight, score) in weights.iter_mut().zip(&scores[..slots]) {
+                    *weight = (score - new_max).exp();
+                    head[1] += *weight;
                 }
+                // SAFETY: as above.
+                unsafe { $axpy_rows(acc, &weights[..slots], v_tile) };
             }
             key += slots;
         }
@@ -184,7 +187,17 @@ fn attend_range(
         // SAFETY: the CPU has AVX2 and FMA (checked).
         return unsafe { attend_range_avx2(scale, layout, blocks, item, heads_q, kv, partial) };
     }
-    attend_body!(simd::dot, simd::axpy, scale, layout, blocks, item, heads_q, kv, partial)
+    attend_body!(
+        simd::dot,
+        simd::axpy_rows,
+        scale,
+        layout,
+        blocks,
+        item,
+        heads_q,
+        kv,
+        partial
+    )
 }
 
 /// [`attend_range`] compiled with AVX2 and FMA, so the primitives inline.
@@ -202,7 +215,7 @@ unsafe fn attend_range_avx2(
     // Paths, not closures: a closure would not inherit `target_feature`.
     attend_body!(
         simd::avx2::dot,
-        simd::avx2::axpy,
+        simd::avx2::axpy_rows,
         scale,
         layout,
         blocks,
