@@ -1,11 +1,15 @@
 //! Tessera's quantized kernels against candle's own quantized matmul, the
-//! reference they replace: bit-identical outputs on random data of odd
-//! shapes, on every path this CPU runs (the portable one forced too), so
-//! swapping them in changes no logit.
+//! reference they replace, on random data of odd shapes, on every path this
+//! CPU runs (the portable one forced too): Q8_0 and Q4_1 bit for bit, so
+//! swapping them in changes no logit; Q4_0 to rounding (its integer dots are
+//! exact, but candle's AVX2 code adds eight partial lanes per block where
+//! ours adds whole blocks, as GGML's scalar reference does).
 
 use candle_core::quantized::{GgmlDType, QMatMul, QTensor};
 use candle_core::{Device, Module, Tensor};
-use tessera_kernels::{matmul_q4_1, matmul_q8_0, KernelError, Path, Q4_1Weights, Q8Activations, Q8_0Weights};
+use tessera_kernels::{
+    matmul_q4_0, matmul_q4_1, matmul_q8_0, KernelError, Path, Q4_0Weights, Q4_1Weights, Q8Activations, Q8_0Weights,
+};
 
 fn random(len: usize, seed: u64) -> Vec<f32> {
     let mut state = seed;
@@ -81,5 +85,32 @@ fn q4_1_products_equal_candles_bit_for_bit() {
         assert_equal(&reference, &x, shape, &|path, a, out| {
             matmul_q4_1(path, &weights, 0..shape.0, a, out, shape.0)
         });
+    }
+}
+
+#[test]
+fn q4_0_products_equal_candles_to_rounding() {
+    for (seed, shape) in [(40, 5, 576), (8, 1, 64), (64, 33, 1536), (24, 2, 64)]
+        .into_iter()
+        .enumerate()
+    {
+        let (bytes, x, reference) = candle_product(GgmlDType::Q4_0, shape, 70 + seed as u64);
+        let weights = Q4_0Weights::from_ggml(&bytes, shape.0, shape.2).unwrap();
+        let (rows, n, cols) = shape;
+        let activations = Q8Activations::quantize(&x, n, cols).unwrap();
+        for path in [Path::detect(), Path::Portable] {
+            let mut ours = vec![f32::NAN; n * rows];
+            matmul_q4_0(path, &weights, 0..rows, &activations, &mut ours, rows).unwrap();
+            for (j, (got, want)) in ours.iter().zip(&reference).enumerate() {
+                // Float sums of up to 48 block products in two orders: a few ulps of the magnitude.
+                let magnitude = reference[j / rows * rows..][..rows]
+                    .iter()
+                    .fold(1f32, |m, v| m.max(v.abs()));
+                assert!(
+                    (got - want).abs() <= 1e-5 * magnitude,
+                    "{path:?} at {rows}x{n}x{cols}, output {j}: {got} vs candle's {want}"
+                );
+            }
+        }
     }
 }

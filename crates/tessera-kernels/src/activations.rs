@@ -14,6 +14,8 @@ pub struct Q8Activations {
     /// Per block, `d · Σq` as GGML's Q8_1 stores it (rounded through f16):
     /// what a Q4_1 block's minimum multiplies.
     sums: Vec<f32>,
+    /// Per block, the exact `Σq` (what a Q4_0 block's `−8` offset multiplies).
+    isums: Vec<i32>,
     quants: Vec<i8>,
 }
 
@@ -41,14 +43,16 @@ impl Q8Activations {
         self.blocks = cols / BLOCK;
         self.scales.resize(rows * self.blocks, 0.0);
         self.sums.resize(rows * self.blocks, 0.0);
+        self.isums.resize(rows * self.blocks, 0);
         self.quants.resize(rows * cols, 0);
-        for (((block, scale), sum), quants) in x
+        for ((((block, scale), sum), isum), quants) in x
             .chunks_exact(BLOCK)
             .zip(self.scales.iter_mut())
             .zip(self.sums.iter_mut())
+            .zip(self.isums.iter_mut())
             .zip(self.quants.chunks_exact_mut(BLOCK))
         {
-            (*scale, *sum) = quantize_block(block, quants);
+            (*scale, *sum, *isum) = quantize_block(block, quants);
         }
         Ok(())
     }
@@ -73,6 +77,11 @@ impl Q8Activations {
         &self.sums[row * self.blocks..(row + 1) * self.blocks]
     }
 
+    /// Exact quant sums of row `row`, one per block.
+    pub(crate) fn row_isums(&self, row: usize) -> &[i32] {
+        &self.isums[row * self.blocks..(row + 1) * self.blocks]
+    }
+
     /// Quants of row `row`.
     pub(crate) fn row_quants(&self, row: usize) -> &[i8] {
         &self.quants[row * self.blocks * BLOCK..(row + 1) * self.blocks * BLOCK]
@@ -81,8 +90,8 @@ impl Q8Activations {
 
 /// GGML's Q8_0/Q8_1 rounding: `d = max|x| / 127`, `q = round(x / d)` (half
 /// away from zero, through the reciprocal as GGML computes it); returns `d`
-/// as stored (rounded to f16) and Q8_1's `s = d · Σq` (an f16 product).
-fn quantize_block(x: &[f32], quants: &mut [i8]) -> (f32, f32) {
+/// as stored (rounded to f16), Q8_1's `s = d · Σq` (an f16 product) and `Σq`.
+fn quantize_block(x: &[f32], quants: &mut [i8]) -> (f32, f32, i32) {
     let amax = x.iter().fold(0f32, |m, v| m.max(v.abs()));
     let d = amax / 127.0;
     let inverse = if d != 0.0 { 1.0 / d } else { 0.0 };
@@ -92,7 +101,7 @@ fn quantize_block(x: &[f32], quants: &mut [i8]) -> (f32, f32) {
         sum += *q as i32;
     }
     let d = f16::from_f32(d);
-    (d.to_f32(), (f16::from_f32(sum as f32) * d).to_f32())
+    (d.to_f32(), (f16::from_f32(sum as f32) * d).to_f32(), sum)
 }
 
 #[cfg(test)]

@@ -1,6 +1,7 @@
 //! Which code path runs, checked once; the shape checks every path relies on.
 
-use crate::{portable, KernelError, Q4_1Weights, Q8Activations, Q8_0Weights};
+use crate::q4::{NibbleGroups, GROUP};
+use crate::{portable, KernelError, Q4_0Weights, Q4_1Weights, Q8Activations, Q8_0Weights};
 use std::ops::Range;
 use std::sync::OnceLock;
 
@@ -77,11 +78,34 @@ pub fn matmul_q4_1(
     out: &mut [f32],
     stride: usize,
 ) -> Result<(), KernelError> {
+    matmul_q4(path, &w.0, rows, x, out, stride)
+}
+
+/// As [`matmul_q4_1`], for Q4_0 weights.
+pub fn matmul_q4_0(
+    path: Path,
+    w: &Q4_0Weights,
+    rows: Range<usize>,
+    x: &Q8Activations,
+    out: &mut [f32],
+    stride: usize,
+) -> Result<(), KernelError> {
+    matmul_q4(path, &w.0, rows, x, out, stride)
+}
+
+fn matmul_q4(
+    path: Path,
+    w: &NibbleGroups,
+    rows: Range<usize>,
+    x: &Q8Activations,
+    out: &mut [f32],
+    stride: usize,
+) -> Result<(), KernelError> {
     check((w.rows(), w.blocks()), &rows, x, out.len(), stride)?;
-    if !rows.start.is_multiple_of(crate::q4_1::GROUP) {
+    if !rows.start.is_multiple_of(GROUP) {
         return Err(KernelError::Size {
-            what: "Q4_1 row range start (a multiple of 8)",
-            expected: rows.start.next_multiple_of(crate::q4_1::GROUP),
+            what: "4-bit row range start (a multiple of 8)",
+            expected: rows.start.next_multiple_of(GROUP),
             got: rows.start,
         });
     }
@@ -91,8 +115,8 @@ pub fn matmul_q4_1(
     match path {
         #[cfg(target_arch = "x86_64")]
         // SAFETY: the CPU has AVX2, FMA and F16C (checked), and the shapes were checked above.
-        Path::Avx2 if path.available() => unsafe { crate::x86::matmul_q4_1(w, rows, x, out, stride) },
-        _ => portable::matmul_q4_1(w, rows, x, out, stride),
+        Path::Avx2 if path.available() => unsafe { crate::x86_q4::matmul_q4(w, rows, x, out, stride) },
+        _ => portable::matmul_q4(w, rows, x, out, stride),
     }
     Ok(())
 }

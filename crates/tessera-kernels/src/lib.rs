@@ -1,8 +1,9 @@
 //! Tessera's CPU kernels.
 //!
 //! Quantized weight matrices times activations quantized per row to 8 bits,
-//! as GGML defines the formats. The first format is Q8_0 (32 signed bytes and
-//! one scale per block), the format the runtime repacks Q4_1 weights into.
+//! as GGML defines the formats: Q8_0 (32 signed bytes and one scale per
+//! block), Q4_0 and Q4_1 (32 four-bit values, a scale, and for Q4_1 a
+//! minimum per block).
 //!
 //! Every kernel computes each output exactly as candle's reference dot
 //! product does (same integer partial sums, same fused multiply-adds in the
@@ -23,15 +24,17 @@ mod activations;
 mod dispatch;
 mod error;
 mod portable;
-mod q4_1;
+mod q4;
 mod q8_0;
 #[cfg(target_arch = "x86_64")]
 mod x86;
+#[cfg(target_arch = "x86_64")]
+mod x86_q4;
 
 pub use activations::Q8Activations;
-pub use dispatch::{matmul_q4_1, matmul_q8_0, Path};
+pub use dispatch::{matmul_q4_0, matmul_q4_1, matmul_q8_0, Path};
 pub use error::KernelError;
-pub use q4_1::Q4_1Weights;
+pub use q4::{Q4_0Weights, Q4_1Weights};
 pub use q8_0::Q8_0Weights;
 
 /// Values per quantization block (Q8_0, Q4_0, Q4_1, and the activations).

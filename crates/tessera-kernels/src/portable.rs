@@ -3,6 +3,7 @@
 //! take `fma(d_w·d_x, Σ four byte products, lane)` block after block, then
 //! the lanes are summed as `((l0+l4)+(l2+l6)) + ((l1+l5)+(l3+l7))`.
 
+use crate::q4::{NibbleGroups, Q4Kind};
 use crate::{Q8Activations, Q8_0Weights, BLOCK, LANES};
 use std::ops::Range;
 
@@ -41,11 +42,14 @@ pub(crate) fn matmul(w: &Q8_0Weights, rows: Range<usize>, x: &Q8Activations, out
     }
 }
 
-/// One Q4_1 output, as candle's (GGML's) reference computes it: per block,
-/// `sum += (Σq·y · d_w) · d_y + m_w · s_y`, blocks in order, no fused
-/// operations.
-pub(crate) fn dot_q4_1(w: &crate::Q4_1Weights, row: usize, x: &Q8Activations, x_row: usize) -> f32 {
-    let (quants, scales, sums) = (x.row_quants(x_row), x.row_scales(x_row), x.row_sums(x_row));
+/// One 4-bit output. Q4_1 as candle's (GGML's) reference computes it: per
+/// block, `sum += (Σq·y · d_w) · d_y + m_w · s_y`, blocks in order, no fused
+/// operations. Q4_0 as GGML's scalar reference orders it (candle's AVX2 code
+/// sums lanes in another order, so it agrees to rounding, not bit for bit):
+/// `sum += (Σ(q−8)·y · d_w) · d_y`, the integer dot exact.
+pub(crate) fn dot_q4(w: &NibbleGroups, row: usize, x: &Q8Activations, x_row: usize) -> f32 {
+    let (quants, scales) = (x.row_quants(x_row), x.row_scales(x_row));
+    let (sums, isums) = (x.row_sums(x_row), x.row_isums(x_row));
     let mut sum = 0f32;
     for b in 0..w.blocks() {
         let (d, m, nibbles) = w.block(row, b);
@@ -55,22 +59,19 @@ pub(crate) fn dot_q4_1(w: &crate::Q4_1Weights, row: usize, x: &Q8Activations, x_
             .enumerate()
             .map(|(j, &q)| (q & 0x0F) as i32 * y[j] as i32 + (q >> 4) as i32 * y[j + BLOCK / 2] as i32)
             .sum();
-        sum += dot as f32 * d * scales[b] + m * sums[b];
+        sum += match w.kind() {
+            Q4Kind::Q4_1 => dot as f32 * d * scales[b] + m * sums[b],
+            Q4Kind::Q4_0 => (dot - 8 * isums[b]) as f32 * d * scales[b],
+        };
     }
     sum
 }
 
-/// See [`matmul`], for Q4_1 weights.
-pub(crate) fn matmul_q4_1(
-    w: &crate::Q4_1Weights,
-    rows: Range<usize>,
-    x: &Q8Activations,
-    out: &mut [f32],
-    stride: usize,
-) {
+/// See [`matmul`], for 4-bit weights.
+pub(crate) fn matmul_q4(w: &NibbleGroups, rows: Range<usize>, x: &Q8Activations, out: &mut [f32], stride: usize) {
     for j in 0..x.rows() {
         for (i, r) in rows.clone().enumerate() {
-            out[j * stride + i] = dot_q4_1(w, r, x, j);
+            out[j * stride + i] = dot_q4(w, r, x, j);
         }
     }
 }

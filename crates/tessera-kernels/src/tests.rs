@@ -5,6 +5,7 @@
 
 use crate::*;
 use half::f16;
+use std::ops::Range;
 
 /// xorshift64*: deterministic test data without a dependency.
 struct Rng(u64);
@@ -157,51 +158,103 @@ fn batch_neighbours_do_not_change_a_row() {
     }
 }
 
-fn random_q4_1(rng: &mut Rng, rows: usize, cols: usize) -> Q4_1Weights {
+/// GGML bytes of random 4-bit blocks: `d`, (with `minimum`) `m`, nibbles.
+fn random_q4_bytes(rng: &mut Rng, rows: usize, cols: usize, minimum: bool) -> Vec<u8> {
     let mut bytes = Vec::new();
     for _ in 0..rows * cols / BLOCK {
         bytes.extend_from_slice(&f16::from_f32(rng.float().abs() * 0.02 + 1e-4).to_le_bytes());
-        bytes.extend_from_slice(&f16::from_f32(rng.float() * 0.1).to_le_bytes());
+        if minimum {
+            bytes.extend_from_slice(&f16::from_f32(rng.float() * 0.1).to_le_bytes());
+        }
         bytes.extend((0..BLOCK / 2).map(|_| (rng.next() >> 56) as u8));
     }
-    Q4_1Weights::from_ggml(&bytes, rows, cols).unwrap()
+    bytes
 }
 
-fn product_q4_1(path: Path, w: &Q4_1Weights, x: &Q8Activations) -> Vec<f32> {
-    let mut out = vec![f32::NAN; x.rows() * w.rows()];
-    matmul_q4_1(path, w, 0..w.rows(), x, &mut out, w.rows()).unwrap();
+/// `(rows, cols)` of a weight matrix.
+type Shape = (usize, usize);
+/// A 4-bit product from GGML bytes: path, bytes, shape, activations, row range, output, stride.
+type Q4Product = fn(Path, &[u8], Shape, &Q8Activations, Range<usize>, &mut [f32], usize) -> Result<(), KernelError>;
+/// Row `r` of a 4-bit matrix (GGML bytes) dequantized.
+type Q4Row = fn(&[u8], Shape, usize) -> Vec<f32>;
+
+/// A 4-bit format's entry points, so one test body checks both.
+struct Q4Format {
+    name: &'static str,
+    minimum: bool,
+    product: Q4Product,
+    dequantized: Q4Row,
+}
+
+const Q4_FORMATS: [Q4Format; 2] = [
+    Q4Format {
+        name: "Q4_0",
+        minimum: false,
+        product: |path, bytes, (rows, cols), x, range, out, stride| {
+            matmul_q4_0(path, &Q4_0Weights::from_ggml(bytes, rows, cols)?, range, x, out, stride)
+        },
+        dequantized: |bytes, (rows, cols), r| Q4_0Weights::from_ggml(bytes, rows, cols).unwrap().dequantize_row(r),
+    },
+    Q4Format {
+        name: "Q4_1",
+        minimum: true,
+        product: |path, bytes, (rows, cols), x, range, out, stride| {
+            matmul_q4_1(path, &Q4_1Weights::from_ggml(bytes, rows, cols)?, range, x, out, stride)
+        },
+        dequantized: |bytes, (rows, cols), r| Q4_1Weights::from_ggml(bytes, rows, cols).unwrap().dequantize_row(r),
+    },
+];
+
+fn product_q4(
+    format: &Q4Format,
+    path: Path,
+    bytes: &[u8],
+    (rows, cols): (usize, usize),
+    x: &Q8Activations,
+) -> Vec<f32> {
+    let mut out = vec![f32::NAN; x.rows() * rows];
+    (format.product)(path, bytes, (rows, cols), x, 0..rows, &mut out, rows).unwrap();
     out
 }
 
 #[test]
-fn q4_1_paths_agree_bit_for_bit_and_match_a_dequantized_reference() {
-    let mut rng = Rng(5);
-    for &(rows, n, blocks) in SHAPES {
-        let cols = blocks * BLOCK;
-        let w = random_q4_1(&mut rng, rows, cols);
-        let (x, q) = random_activations(&mut rng, n, cols);
-        let portable = product_q4_1(Path::Portable, &w, &q);
-        if Path::Avx2.available() {
-            let fast = product_q4_1(Path::Avx2, &w, &q);
-            let same = portable.iter().zip(&fast).all(|(a, b)| a.to_bits() == b.to_bits());
-            assert!(same, "AVX2 differs from the portable Q4_1 path at {rows}x{n}x{cols}");
+fn q4_paths_agree_bit_for_bit_and_match_a_dequantized_reference() {
+    for format in &Q4_FORMATS {
+        let mut rng = Rng(5);
+        for &(rows, n, blocks) in SHAPES {
+            let cols = blocks * BLOCK;
+            let bytes = random_q4_bytes(&mut rng, rows, cols, format.minimum);
+            let (x, q) = random_activations(&mut rng, n, cols);
+            let portable = product_q4(format, Path::Portable, &bytes, (rows, cols), &q);
+            if Path::Avx2.available() {
+                let fast = product_q4(format, Path::Avx2, &bytes, (rows, cols), &q);
+                let same = portable.iter().zip(&fast).all(|(a, b)| a.to_bits() == b.to_bits());
+                assert!(
+                    same,
+                    "{}: AVX2 differs from the portable path at {rows}x{n}x{cols}",
+                    format.name
+                );
+            }
+            // As for Q8_0, plus (Q4_1) the f16 rounding of Q8_1's block sum (2^-11 relative).
+            let dequantized = |r| (format.dequantized)(&bytes, (rows, cols), r);
+            assert_near_reference(&portable, &dequantized, &x, (rows, n, cols), 0.02);
         }
-        // As for Q8_0, plus the f16 rounding of Q8_1's block sum (2^-11 relative).
-        assert_near_reference(&portable, &|r| w.dequantize_row(r), &x, (rows, n, cols), 0.02);
     }
 }
 
 #[test]
-fn q4_1_ranges_start_on_a_group() {
-    let mut rng = Rng(9);
-    let w = random_q4_1(&mut rng, 20, 64);
-    let (_, x) = random_activations(&mut rng, 2, 64);
-    let full = product_q4_1(Path::detect(), &w, &x);
-    let mut parts = vec![f32::NAN; 2 * 20];
-    for range in [0..8, 8..16, 16..20] {
-        let start = range.start;
-        matmul_q4_1(Path::detect(), &w, range, &x, &mut parts[start..], 20).unwrap();
+fn q4_ranges_start_on_a_group() {
+    for format in &Q4_FORMATS {
+        let mut rng = Rng(9);
+        let bytes = random_q4_bytes(&mut rng, 20, 64, format.minimum);
+        let (_, x) = random_activations(&mut rng, 2, 64);
+        let full = product_q4(format, Path::detect(), &bytes, (20, 64), &x);
+        let mut parts = vec![f32::NAN; 2 * 20];
+        for range in [0..8, 8..16, 16..20] {
+            let start = range.start;
+            (format.product)(Path::detect(), &bytes, (20, 64), &x, range, &mut parts[start..], 20).unwrap();
+        }
+        assert!(full.iter().zip(&parts).all(|(a, b)| a.to_bits() == b.to_bits()));
+        assert!((format.product)(Path::Portable, &bytes, (20, 64), &x, 4..8, &mut parts, 20).is_err());
     }
-    assert!(full.iter().zip(&parts).all(|(a, b)| a.to_bits() == b.to_bits()));
-    assert!(matmul_q4_1(Path::Portable, &w, 4..8, &x, &mut parts, 20).is_err());
 }

@@ -9,7 +9,9 @@ use crate::{ModelError, Result};
 use candle_core::quantized::{GgmlDType, QMatMul, QStorage, QTensor};
 use candle_core::{Device, Module, Tensor};
 use std::ops::Range;
-use tessera_kernels::{matmul_q4_1, matmul_q8_0, KernelError, Path, Q4_1Weights, Q8Activations, Q8_0Weights};
+use tessera_kernels::{
+    matmul_q4_0, matmul_q4_1, matmul_q8_0, KernelError, Path, Q4_0Weights, Q4_1Weights, Q8Activations, Q8_0Weights,
+};
 
 /// A `[out, in]` weight matrix, quantized or dense f32.
 #[derive(Debug)]
@@ -100,17 +102,23 @@ pub struct ParallelMatMul {
 /// Who computes the product.
 #[derive(Debug)]
 enum Kernel {
-    /// Q8_0 weights (the default: Q4_1 repacked at load): Tessera's own
+    /// Q8_0 weights (and Q4_1 repacked with `repack_q4_1`): Tessera's own
     /// kernels (`tessera-kernels`), bit-identical to candle's Q8_0 dot
     /// product, activations quantized once per product.
     Q8_0 {
         weights: Q8_0Weights,
         slices: Vec<Range<usize>>,
     },
-    /// Q4_1 weights kept as stored (`--no-repack`): Tessera's kernels,
-    /// bit-identical to candle's Q4_1 dot product.
+    /// Q4_1 weights as stored (the default for Q4_1 files): Tessera's
+    /// kernels, bit-identical to candle's Q4_1 dot product.
     Q4_1 {
         weights: Q4_1Weights,
+        slices: Vec<Range<usize>>,
+    },
+    /// Q4_0 weights as stored: Tessera's kernels (GGML's scalar order; equal
+    /// to candle's AVX2 product to rounding).
+    Q4_0 {
+        weights: Q4_0Weights,
         slices: Vec<Range<usize>>,
     },
     /// Every other type: candle's quantized (or dense) matmul per row slice.
@@ -143,6 +151,11 @@ impl ParallelMatMul {
                     .map_err(|e| ModelError::InvalidConfig(format!("Q4_1 weights: {e}")))?,
                 slices,
             },
+            Matrix::Quantized(q) if q.dtype() == GgmlDType::Q4_0 => Kernel::Q4_0 {
+                weights: Q4_0Weights::from_ggml(&q.data()?, rows, cols)
+                    .map_err(|e| ModelError::InvalidConfig(format!("Q4_0 weights: {e}")))?,
+                slices,
+            },
             _ => {
                 let mut parts = Vec::with_capacity(slices.len());
                 for range in slices {
@@ -167,6 +180,9 @@ impl ParallelMatMul {
             }),
             Kernel::Q4_1 { weights, slices } => self.forward_kernel(slices, x, n, |path, range, a, part, stride| {
                 matmul_q4_1(path, weights, range, a, part, stride)
+            }),
+            Kernel::Q4_0 { weights, slices } => self.forward_kernel(slices, x, n, |path, range, a, part, stride| {
+                matmul_q4_0(path, weights, range, a, part, stride)
             }),
             Kernel::Candle(slices) => self.forward_candle(slices, x, n),
         }

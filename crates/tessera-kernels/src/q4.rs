@@ -1,0 +1,194 @@
+//! The 4-bit formats, Q4_0 (a scale `d` and 32 four-bit values per block:
+//! `w = d·(q − 8)`) and Q4_1 (plus a minimum `m`: `w = d·q + m`), repacked at
+//! load into groups of [`GROUP`] rows laid out for a kernel that computes the
+//! eight rows' outputs in the eight 32-bit lanes of one register, with no
+//! horizontal sums (the layout of llama.cpp's `q4_0_8x8` repack). Per group
+//! and block (GGML's own 18 or 20 bytes per row, so decode reads what
+//! llama.cpp reads):
+//!
+//! ```text
+//! bytes   0..16   d of rows 0..8 (f16)
+//! bytes  16..32   m of rows 0..8 (f16; Q4_1 only, Q4_0's registers start at 16)
+//! bytes  32..160  four 32-byte registers; register t, lane r (bytes 4r..4r+4)
+//!                 = row r's GGML nibble bytes 4t..4t+4: low nibbles are
+//!                 values 4t..4t+4, high nibbles values 16+4t..16+4t+4
+//! ```
+//!
+//! One `maddubs` of a register's low (or high) nibbles against four
+//! activation bytes broadcast to every lane gives each row's products for
+//! those four values; eight of them summed in 16 bits (|Σ| ≤ 8·2·15·128 <
+//! 2¹⁵, exact) and one `madd` give each row's exact integer block dot `Σq·y`
+//! (Q4_0 then subtracts `8·Σy`, from the activations' exact block sums).
+
+use crate::{KernelError, BLOCK};
+use half::f16;
+
+/// Rows computed together (one AVX2 register of f32 outputs).
+pub const GROUP: usize = 8;
+
+/// Which 4-bit format a [`NibbleGroups`] holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Q4Kind {
+    /// `w = d·(q − 8)`.
+    Q4_0,
+    /// `w = d·q + m`.
+    Q4_1,
+}
+
+impl Q4Kind {
+    /// f16 values per row and block before the nibbles (d, and m for Q4_1).
+    fn headers(self) -> usize {
+        match self {
+            Q4Kind::Q4_0 => 1,
+            Q4Kind::Q4_1 => 2,
+        }
+    }
+
+    /// GGML's block: the f16 headers, then 16 bytes of nibbles (low nibbles
+    /// are values 0–15, high nibbles values 16–31).
+    fn ggml_block_bytes(self) -> usize {
+        2 * self.headers() + BLOCK / 2
+    }
+
+    /// Offset of the nibble registers in a group block.
+    pub(crate) fn nibbles_at(self) -> usize {
+        GROUP * 2 * self.headers()
+    }
+
+    /// Bytes of one group's block.
+    fn group_block_bytes(self) -> usize {
+        self.nibbles_at() + GROUP * BLOCK / 2
+    }
+}
+
+/// A `[rows, cols]` 4-bit matrix in row groups (rows past the last multiple
+/// of 8 are zero blocks).
+#[derive(Debug, Clone)]
+pub(crate) struct NibbleGroups {
+    kind: Q4Kind,
+    rows: usize,
+    cols: usize,
+    /// Per group, per block: the bytes described in the module docs.
+    data: Vec<u8>,
+}
+
+impl NibbleGroups {
+    fn from_ggml(kind: Q4Kind, bytes: &[u8], rows: usize, cols: usize) -> Result<Self, KernelError> {
+        if !cols.is_multiple_of(BLOCK) {
+            return Err(KernelError::Cols { cols, block: BLOCK });
+        }
+        let (blocks, ggml_bytes, group_bytes) = (cols / BLOCK, kind.ggml_block_bytes(), kind.group_block_bytes());
+        if bytes.len() != rows * blocks * ggml_bytes {
+            return Err(KernelError::Size {
+                what: "4-bit weights",
+                expected: rows * blocks * ggml_bytes,
+                got: bytes.len(),
+            });
+        }
+        let mut data = vec![0u8; rows.div_ceil(GROUP) * blocks * group_bytes];
+        for (index, src) in bytes.chunks_exact(ggml_bytes).enumerate() {
+            let (row, b) = (index / blocks, index % blocks);
+            let dst = &mut data[((row / GROUP) * blocks + b) * group_bytes..][..group_bytes];
+            let lane = row % GROUP;
+            for header in 0..kind.headers() {
+                let at = header * 2 * GROUP + lane * 2;
+                dst[at..at + 2].copy_from_slice(&src[header * 2..header * 2 + 2]);
+            }
+            let nibbles = &src[2 * kind.headers()..];
+            for t in 0..4 {
+                let at = kind.nibbles_at() + t * 32 + lane * 4;
+                dst[at..at + 4].copy_from_slice(&nibbles[t * 4..t * 4 + 4]);
+            }
+        }
+        Ok(Self { kind, rows, cols, data })
+    }
+
+    pub(crate) fn kind(&self) -> Q4Kind {
+        self.kind
+    }
+
+    pub(crate) fn rows(&self) -> usize {
+        self.rows
+    }
+
+    pub(crate) fn blocks(&self) -> usize {
+        self.cols / BLOCK
+    }
+
+    /// Group `group`, block `block`: the bytes described in the module docs.
+    pub(crate) fn group_block(&self, group: usize, block: usize) -> &[u8] {
+        let bytes = self.kind.group_block_bytes();
+        &self.data[(group * self.blocks() + block) * bytes..][..bytes]
+    }
+
+    /// `(d, m (0 for Q4_0), GGML nibble bytes)` of row `row`, block `block`.
+    pub(crate) fn block(&self, row: usize, block: usize) -> (f32, f32, [u8; BLOCK / 2]) {
+        let data = self.group_block(row / GROUP, block);
+        let lane = row % GROUP;
+        let read = |at: usize| f16::from_le_bytes([data[at], data[at + 1]]).to_f32();
+        let mut nibbles = [0u8; BLOCK / 2];
+        for t in 0..4 {
+            let at = self.kind.nibbles_at() + t * 32 + lane * 4;
+            nibbles[t * 4..t * 4 + 4].copy_from_slice(&data[at..at + 4]);
+        }
+        let m = match self.kind {
+            Q4Kind::Q4_0 => 0.0,
+            Q4Kind::Q4_1 => read(2 * GROUP + lane * 2),
+        };
+        (read(lane * 2), m, nibbles)
+    }
+
+    fn dequantize_row(&self, row: usize) -> Vec<f32> {
+        let value = |q: u8, d: f32, m: f32| match self.kind {
+            Q4Kind::Q4_0 => (q as f32 - 8.0) * d,
+            Q4Kind::Q4_1 => q as f32 * d + m,
+        };
+        (0..self.blocks())
+            .flat_map(|b| {
+                let (d, m, nibbles) = self.block(row, b);
+                let low = nibbles.into_iter().map(move |q| value(q & 0x0F, d, m));
+                let high = nibbles.into_iter().map(move |q| value(q >> 4, d, m));
+                low.chain(high).collect::<Vec<_>>()
+            })
+            .collect()
+    }
+}
+
+/// One public 4-bit weight type over [`NibbleGroups`].
+macro_rules! q4_weights {
+    ($name:ident, $kind:expr, $doc:literal) => {
+        #[doc = $doc]
+        #[derive(Debug, Clone)]
+        pub struct $name(pub(crate) NibbleGroups);
+
+        impl $name {
+            /// Repack GGML bytes of a `[rows, cols]` matrix.
+            pub fn from_ggml(bytes: &[u8], rows: usize, cols: usize) -> Result<Self, KernelError> {
+                NibbleGroups::from_ggml($kind, bytes, rows, cols).map(Self)
+            }
+
+            /// Output rows.
+            pub fn rows(&self) -> usize {
+                self.0.rows()
+            }
+
+            /// Blocks per row.
+            pub fn blocks(&self) -> usize {
+                self.0.blocks()
+            }
+
+            /// Bytes held (for bandwidth figures).
+            pub fn bytes(&self) -> usize {
+                self.0.data.len()
+            }
+
+            /// Row `row` dequantized (tests and references).
+            pub fn dequantize_row(&self, row: usize) -> Vec<f32> {
+                self.0.dequantize_row(row)
+            }
+        }
+    };
+}
+
+q4_weights!(Q4_0Weights, Q4Kind::Q4_0, "A `[rows, cols]` Q4_0 matrix in row groups.");
+q4_weights!(Q4_1Weights, Q4Kind::Q4_1, "A `[rows, cols]` Q4_1 matrix in row groups.");

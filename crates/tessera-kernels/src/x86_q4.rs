@@ -1,0 +1,159 @@
+//! The AVX2+FMA+F16C path of the 4-bit formats: eight weight rows (a group)
+//! in the eight lanes of a register, up to four activation rows at a time
+//! sharing each block's nibble expansion (see `q4.rs` for the layout); per
+//! lane the portable `dot_q4` arithmetic (integer dot exact, then the same
+//! unfused float operations in the same order).
+
+use crate::q4::{NibbleGroups, Q4Kind, GROUP};
+use crate::{Q8Activations, BLOCK};
+use std::arch::x86_64::*;
+use std::ops::Range;
+
+/// Activation rows per chunk (kept in L1 while a group's blocks stream past).
+const ACT_CHUNK: usize = 32;
+
+/// See `portable::matmul_q4`; the caller checked the shapes, that `rows`
+/// starts on a group and that the CPU has AVX2, FMA and F16C.
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(crate) unsafe fn matmul_q4(
+    w: &NibbleGroups,
+    rows: Range<usize>,
+    x: &Q8Activations,
+    out: &mut [f32],
+    stride: usize,
+) {
+    match w.kind() {
+        Q4Kind::Q4_0 => unsafe { matmul_groups::<false>(w, rows, x, out, stride) },
+        Q4Kind::Q4_1 => unsafe { matmul_groups::<true>(w, rows, x, out, stride) },
+    }
+}
+
+/// `MIN`: Q4_1 (a minimum per block) rather than Q4_0 (an offset of −8).
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn matmul_groups<const MIN: bool>(
+    w: &NibbleGroups,
+    rows: Range<usize>,
+    x: &Q8Activations,
+    out: &mut [f32],
+    stride: usize,
+) {
+    let groups = rows.start / GROUP..rows.end.div_ceil(GROUP);
+    let n = x.rows();
+    for chunk in (0..n).step_by(ACT_CHUNK) {
+        let chunk_end = (chunk + ACT_CHUNK).min(n);
+        for group in groups.clone() {
+            let mut j = chunk;
+            while j < chunk_end {
+                let width = (chunk_end - j).min(4);
+                let sums = unsafe {
+                    match width {
+                        4 => group_tile::<4, MIN>(w, group, x, j),
+                        3 => pad(group_tile::<3, MIN>(w, group, x, j)),
+                        2 => pad(group_tile::<2, MIN>(w, group, x, j)),
+                        _ => pad(group_tile::<1, MIN>(w, group, x, j)),
+                    }
+                };
+                for (c, lanes) in sums.iter().take(width).enumerate() {
+                    store_group(*lanes, group * GROUP, &rows, &mut out[(j + c) * stride..]);
+                }
+                j += width;
+            }
+        }
+    }
+}
+
+/// `C` results widened to four (the rest unused).
+#[target_feature(enable = "avx2")]
+#[inline]
+fn pad<const C: usize>(sums: [__m256; C]) -> [__m256; 4] {
+    let mut all = [_mm256_setzero_ps(); 4];
+    all[..C].copy_from_slice(&sums);
+    all
+}
+
+/// Store the lanes of rows `first..first + 8` that lie in `rows` into
+/// `out_row[r − rows.start]`.
+#[target_feature(enable = "avx2")]
+#[inline]
+fn store_group(lanes: __m256, first: usize, rows: &Range<usize>, out_row: &mut [f32]) {
+    let at = first - rows.start;
+    if first + 8 <= rows.end {
+        // SAFETY: `check` guaranteed `out_row` holds `rows.len()` outputs, and `at + 8 <= rows.len()`.
+        unsafe { _mm256_storeu_ps(out_row[at..at + 8].as_mut_ptr(), lanes) };
+        return;
+    }
+    let mut values = [0f32; 8];
+    // SAFETY: `values` holds 8 f32.
+    unsafe { _mm256_storeu_ps(values.as_mut_ptr(), lanes) };
+    let live = rows.end - first;
+    out_row[at..at + live].copy_from_slice(&values[..live]);
+}
+
+/// The eight outputs of weight group `group` against activation rows `j0..j0 + C`.
+#[target_feature(enable = "avx2,fma,f16c")]
+#[inline]
+unsafe fn group_tile<const C: usize, const MIN: bool>(
+    w: &NibbleGroups,
+    group: usize,
+    x: &Q8Activations,
+    j0: usize,
+) -> [__m256; C] {
+    let nibbles_at = w.kind().nibbles_at();
+    let ones = _mm256_set1_epi16(1);
+    let low_mask = _mm256_set1_epi8(0x0F);
+    let mut acc = [_mm256_setzero_ps(); C];
+    let mut quants: [&[i8]; C] = [&[]; C];
+    let mut scales: [&[f32]; C] = [&[]; C];
+    let mut sums: [&[f32]; C] = [&[]; C];
+    let mut isums: [&[i32]; C] = [&[]; C];
+    for c in 0..C {
+        quants[c] = x.row_quants(j0 + c);
+        scales[c] = x.row_scales(j0 + c);
+        sums[c] = x.row_sums(j0 + c);
+        isums[c] = x.row_isums(j0 + c);
+    }
+    for b in 0..w.blocks() {
+        let data = w.group_block(group, b).as_ptr();
+        // SAFETY: a group block holds 8 f16 d, (Q4_1) 8 f16 m, then four 32-byte registers.
+        let d = unsafe { _mm256_cvtph_ps(_mm_loadu_si128(data.cast())) };
+        let m = match MIN {
+            // SAFETY: as above.
+            true => unsafe { _mm256_cvtph_ps(_mm_loadu_si128(data.add(16).cast())) },
+            false => _mm256_setzero_ps(),
+        };
+        let mut dots = [_mm256_setzero_si256(); C];
+        for t in 0..4 {
+            // SAFETY: as above.
+            let packed = unsafe { _mm256_loadu_si256(data.add(nibbles_at + t * 32).cast()) };
+            let low = _mm256_and_si256(packed, low_mask);
+            let high = _mm256_and_si256(_mm256_srli_epi16(packed, 4), low_mask);
+            for c in 0..C {
+                // SAFETY: an activation block is 32 bytes; 4t + 16 + 4 <= 32.
+                let (y_low, y_high) = unsafe {
+                    let block = quants[c].as_ptr().add(b * BLOCK + t * 4);
+                    (
+                        _mm256_set1_epi32(block.cast::<i32>().read_unaligned()),
+                        _mm256_set1_epi32(block.add(16).cast::<i32>().read_unaligned()),
+                    )
+                };
+                let products = _mm256_add_epi16(_mm256_maddubs_epi16(low, y_low), _mm256_maddubs_epi16(high, y_high));
+                dots[c] = _mm256_add_epi16(dots[c], products);
+            }
+        }
+        for c in 0..C {
+            let dot = _mm256_madd_epi16(dots[c], ones);
+            let lanes = if MIN {
+                let scaled = _mm256_mul_ps(_mm256_mul_ps(_mm256_cvtepi32_ps(dot), d), _mm256_set1_ps(scales[c][b]));
+                _mm256_add_ps(scaled, _mm256_mul_ps(m, _mm256_set1_ps(sums[c][b])))
+            } else {
+                let offset = _mm256_sub_epi32(dot, _mm256_set1_epi32(8 * isums[c][b]));
+                _mm256_mul_ps(
+                    _mm256_mul_ps(_mm256_cvtepi32_ps(offset), d),
+                    _mm256_set1_ps(scales[c][b]),
+                )
+            };
+            acc[c] = _mm256_add_ps(acc[c], lanes);
+        }
+    }
+    acc
+}
