@@ -16,6 +16,8 @@ pub struct Q8Activations {
     sums: Vec<f32>,
     /// Per block, the exact `Σq` (what a Q4_0 block's `−8` offset multiplies).
     isums: Vec<i32>,
+    /// Per block, the exact `Σq` of its first and of its last 16 values (Q6_K's `−32`).
+    half_sums: Vec<[i32; 2]>,
     quants: Vec<i8>,
 }
 
@@ -44,15 +46,19 @@ impl Q8Activations {
         self.scales.resize(rows * self.blocks, 0.0);
         self.sums.resize(rows * self.blocks, 0.0);
         self.isums.resize(rows * self.blocks, 0);
+        self.half_sums.resize(rows * self.blocks, [0; 2]);
         self.quants.resize(rows * cols, 0);
-        for ((((block, scale), sum), isum), quants) in x
+        for (((((block, scale), sum), isum), halves), quants) in x
             .chunks_exact(BLOCK)
             .zip(self.scales.iter_mut())
             .zip(self.sums.iter_mut())
             .zip(self.isums.iter_mut())
+            .zip(self.half_sums.iter_mut())
             .zip(self.quants.chunks_exact_mut(BLOCK))
         {
             (*scale, *sum, *isum) = quantize_block(block, quants);
+            let half = |h: usize| quants[h * 16..][..16].iter().map(|&q| q as i32).sum();
+            *halves = [half(0), half(1)];
         }
         Ok(())
     }
@@ -80,6 +86,11 @@ impl Q8Activations {
     /// Exact quant sums of row `row`, one per block.
     pub(crate) fn row_isums(&self, row: usize) -> &[i32] {
         &self.isums[row * self.blocks..(row + 1) * self.blocks]
+    }
+
+    /// Exact quant sums of each half block of row `row`.
+    pub(crate) fn row_half_sums(&self, row: usize) -> &[[i32; 2]] {
+        &self.half_sums[row * self.blocks..(row + 1) * self.blocks]
     }
 
     /// Quants of row `row`.

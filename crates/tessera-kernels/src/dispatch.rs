@@ -1,7 +1,7 @@
 //! Which code path runs, checked once; the shape checks every path relies on.
 
-use crate::q4::{NibbleGroups, GROUP};
-use crate::{portable, KernelError, Q4_0Weights, Q4_1Weights, Q8Activations, Q8_0Weights};
+use crate::q4::GROUP;
+use crate::{portable, KernelError, Q4KWeights, Q4_0Weights, Q4_1Weights, Q6KWeights, Q8Activations, Q8_0Weights};
 use std::ops::Range;
 use std::sync::OnceLock;
 
@@ -43,82 +43,140 @@ impl Path {
     }
 }
 
-/// `y = x Wᵀ` for weight rows `rows`: `out[j·stride + (r − rows.start)]`
-/// for each activation row `j` and weight row `r` (a worker computes its row
-/// range straight into the shared output). A path the CPU lacks runs the
-/// portable code (same results).
-pub fn matmul_q8_0(
-    path: Path,
-    w: &Q8_0Weights,
-    rows: Range<usize>,
-    x: &Q8Activations,
-    out: &mut [f32],
-    stride: usize,
-) -> Result<(), KernelError> {
-    check((w.rows(), w.blocks()), &rows, x, out.len(), stride)?;
-    if rows.is_empty() || x.rows() == 0 {
-        return Ok(());
+/// The GGML block formats Tessera computes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Format {
+    /// 8-bit, one scale per 32 values.
+    Q8_0,
+    /// 4-bit, one scale per 32 values (`d·(q − 8)`).
+    Q4_0,
+    /// 4-bit, a scale and a minimum per 32 values.
+    Q4_1,
+    /// 4-bit K-quant (256-value super-blocks).
+    Q4K,
+    /// 6-bit K-quant (256-value super-blocks).
+    Q6K,
+}
+
+/// A repacked weight matrix of any [`Format`], as one type for callers that
+/// hold matrices of several formats.
+#[derive(Debug, Clone)]
+pub enum Weights {
+    /// See [`Q8_0Weights`].
+    Q8_0(Q8_0Weights),
+    /// See [`Q4_0Weights`].
+    Q4_0(Q4_0Weights),
+    /// See [`Q4_1Weights`].
+    Q4_1(Q4_1Weights),
+    /// See [`Q4KWeights`].
+    Q4K(Q4KWeights),
+    /// See [`Q6KWeights`].
+    Q6K(Q6KWeights),
+}
+
+impl Weights {
+    /// Repack GGML bytes of a `[rows, cols]` matrix of `format`.
+    pub fn from_ggml(format: Format, bytes: &[u8], rows: usize, cols: usize) -> Result<Self, KernelError> {
+        Ok(match format {
+            Format::Q8_0 => Weights::Q8_0(Q8_0Weights::from_ggml(bytes, rows, cols)?),
+            Format::Q4_0 => Weights::Q4_0(Q4_0Weights::from_ggml(bytes, rows, cols)?),
+            Format::Q4_1 => Weights::Q4_1(Q4_1Weights::from_ggml(bytes, rows, cols)?),
+            Format::Q4K => Weights::Q4K(Q4KWeights::from_ggml(bytes, rows, cols)?),
+            Format::Q6K => Weights::Q6K(Q6KWeights::from_ggml(bytes, rows, cols)?),
+        })
     }
-    match path {
+
+    /// Bytes held (for bandwidth figures).
+    pub fn bytes(&self) -> usize {
+        match self {
+            Weights::Q8_0(w) => w.bytes(),
+            Weights::Q4_0(w) => w.bytes(),
+            Weights::Q4_1(w) => w.bytes(),
+            Weights::Q4K(w) => w.bytes(),
+            Weights::Q6K(w) => w.bytes(),
+        }
+    }
+
+    /// Row `row` dequantized (tests and references).
+    pub fn dequantize_row(&self, row: usize) -> Vec<f32> {
+        match self {
+            Weights::Q8_0(w) => w.dequantize_row(row),
+            Weights::Q4_0(w) => w.dequantize_row(row),
+            Weights::Q4_1(w) => w.dequantize_row(row),
+            Weights::Q4K(w) => w.dequantize_row(row),
+            Weights::Q6K(w) => w.dequantize_row(row),
+        }
+    }
+
+    /// Output rows.
+    pub fn rows(&self) -> usize {
+        match self {
+            Weights::Q8_0(w) => w.rows(),
+            Weights::Q4_0(w) => w.rows(),
+            Weights::Q4_1(w) => w.rows(),
+            Weights::Q4K(w) => w.rows(),
+            Weights::Q6K(w) => w.rows(),
+        }
+    }
+
+    /// Blocks of 32 per row.
+    pub fn blocks(&self) -> usize {
+        match self {
+            Weights::Q8_0(w) => w.blocks(),
+            Weights::Q4_0(w) => w.blocks(),
+            Weights::Q4_1(w) => w.blocks(),
+            Weights::Q4K(w) => w.blocks(),
+            Weights::Q6K(w) => w.blocks(),
+        }
+    }
+
+    /// `y = x Wᵀ` for weight rows `rows`: `out[j·stride + (r − rows.start)]`
+    /// for each activation row `j` and weight row `r` (a worker computes its
+    /// row range straight into the shared output). Every format but Q8_0
+    /// computes rows in groups of 8, so its ranges start on a multiple of 8.
+    /// A path the CPU lacks runs the portable code (same results).
+    pub fn matmul(
+        &self,
+        path: Path,
+        rows: Range<usize>,
+        x: &Q8Activations,
+        out: &mut [f32],
+        stride: usize,
+    ) -> Result<(), KernelError> {
+        check((self.rows(), self.blocks()), &rows, x, out.len(), stride)?;
+        if !matches!(self, Weights::Q8_0(_)) && !rows.start.is_multiple_of(GROUP) {
+            return Err(KernelError::Size {
+                what: "row range start (a multiple of 8)",
+                expected: rows.start.next_multiple_of(GROUP),
+                got: rows.start,
+            });
+        }
+        if rows.is_empty() || x.rows() == 0 {
+            return Ok(());
+        }
         #[cfg(target_arch = "x86_64")]
-        // SAFETY: the CPU has AVX2, FMA and F16C (checked), and the shapes were checked above.
-        Path::Avx2 if path.available() => unsafe { crate::x86::matmul(w, rows, x, out, stride) },
-        _ => portable::matmul(w, rows, x, out, stride),
+        if path == Path::Avx2 && path.available() {
+            // SAFETY: the CPU has AVX2, FMA and F16C (checked), and the shapes were checked above.
+            unsafe {
+                match self {
+                    Weights::Q8_0(w) => crate::x86::matmul(w, rows, x, out, stride),
+                    Weights::Q4_0(Q4_0Weights(w)) | Weights::Q4_1(Q4_1Weights(w)) | Weights::Q4K(Q4KWeights(w)) => {
+                        crate::x86_q4::matmul_q4(w, rows, x, out, stride)
+                    }
+                    Weights::Q6K(w) => crate::x86_q6_k::matmul_q6_k(w, rows, x, out, stride),
+                }
+            }
+            return Ok(());
+        }
+        match self {
+            Weights::Q8_0(w) => portable::matmul(w, rows, x, out, stride),
+            Weights::Q4_0(Q4_0Weights(w)) | Weights::Q4_1(Q4_1Weights(w)) | Weights::Q4K(Q4KWeights(w)) => {
+                portable::matmul_q4(w, rows, x, out, stride)
+            }
+            Weights::Q6K(w) => portable::matmul_q6_k(w, rows, x, out, stride),
+        }
+        Ok(())
     }
-    Ok(())
-}
-
-/// `y = x Wᵀ` for Q4_1 weight rows `rows` (the range must start at a
-/// multiple of 8, a row group); otherwise as [`matmul_q8_0`].
-pub fn matmul_q4_1(
-    path: Path,
-    w: &Q4_1Weights,
-    rows: Range<usize>,
-    x: &Q8Activations,
-    out: &mut [f32],
-    stride: usize,
-) -> Result<(), KernelError> {
-    matmul_q4(path, &w.0, rows, x, out, stride)
-}
-
-/// As [`matmul_q4_1`], for Q4_0 weights.
-pub fn matmul_q4_0(
-    path: Path,
-    w: &Q4_0Weights,
-    rows: Range<usize>,
-    x: &Q8Activations,
-    out: &mut [f32],
-    stride: usize,
-) -> Result<(), KernelError> {
-    matmul_q4(path, &w.0, rows, x, out, stride)
-}
-
-fn matmul_q4(
-    path: Path,
-    w: &NibbleGroups,
-    rows: Range<usize>,
-    x: &Q8Activations,
-    out: &mut [f32],
-    stride: usize,
-) -> Result<(), KernelError> {
-    check((w.rows(), w.blocks()), &rows, x, out.len(), stride)?;
-    if !rows.start.is_multiple_of(GROUP) {
-        return Err(KernelError::Size {
-            what: "4-bit row range start (a multiple of 8)",
-            expected: rows.start.next_multiple_of(GROUP),
-            got: rows.start,
-        });
-    }
-    if rows.is_empty() || x.rows() == 0 {
-        return Ok(());
-    }
-    match path {
-        #[cfg(target_arch = "x86_64")]
-        // SAFETY: the CPU has AVX2, FMA and F16C (checked), and the shapes were checked above.
-        Path::Avx2 if path.available() => unsafe { crate::x86_q4::matmul_q4(w, rows, x, out, stride) },
-        _ => portable::matmul_q4(w, rows, x, out, stride),
-    }
-    Ok(())
 }
 
 /// `(rows, blocks)` of the weights against the range, activations and output.

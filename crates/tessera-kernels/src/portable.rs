@@ -4,7 +4,7 @@
 //! the lanes are summed as `((l0+l4)+(l2+l6)) + ((l1+l5)+(l3+l7))`.
 
 use crate::q4::{NibbleGroups, Q4Kind};
-use crate::{Q8Activations, Q8_0Weights, BLOCK, LANES};
+use crate::{Q6KWeights, Q8Activations, Q8_0Weights, BLOCK, LANES};
 use std::ops::Range;
 
 /// One output: row `row` of `w` against row `x_row` of `x`.
@@ -60,7 +60,7 @@ pub(crate) fn dot_q4(w: &NibbleGroups, row: usize, x: &Q8Activations, x_row: usi
             .map(|(j, &q)| (q & 0x0F) as i32 * y[j] as i32 + (q >> 4) as i32 * y[j + BLOCK / 2] as i32)
             .sum();
         sum += match w.kind() {
-            Q4Kind::Q4_1 => dot as f32 * d * scales[b] + m * sums[b],
+            Q4Kind::Q4_1 | Q4Kind::Q4K => dot as f32 * d * scales[b] + m * sums[b],
             Q4Kind::Q4_0 => (dot - 8 * isums[b]) as f32 * d * scales[b],
         };
     }
@@ -72,6 +72,31 @@ pub(crate) fn matmul_q4(w: &NibbleGroups, rows: Range<usize>, x: &Q8Activations,
     for j in 0..x.rows() {
         for (i, r) in rows.clone().enumerate() {
             out[j * stride + i] = dot_q4(w, r, x, j);
+        }
+    }
+}
+
+/// One Q6_K output: per block and half, `sum += ((Σ(q−32)·y)·ds)·d_y`, the
+/// integer dot exact, low half then high half, blocks in order.
+pub(crate) fn dot_q6_k(w: &Q6KWeights, row: usize, x: &Q8Activations, x_row: usize) -> f32 {
+    let (quants, scales, halves) = (x.row_quants(x_row), x.row_scales(x_row), x.row_half_sums(x_row));
+    let mut sum = 0f32;
+    for b in 0..w.blocks() {
+        let (ds, q) = w.block(row, b);
+        let y = &quants[b * BLOCK..(b + 1) * BLOCK];
+        for half in 0..2 {
+            let dot: i32 = (half * 16..half * 16 + 16).map(|v| q[v] as i32 * y[v] as i32).sum();
+            sum += (dot - 32 * halves[b][half]) as f32 * ds[half] * scales[b];
+        }
+    }
+    sum
+}
+
+/// See [`matmul`], for Q6_K weights.
+pub(crate) fn matmul_q6_k(w: &Q6KWeights, rows: Range<usize>, x: &Q8Activations, out: &mut [f32], stride: usize) {
+    for j in 0..x.rows() {
+        for (i, r) in rows.clone().enumerate() {
+            out[j * stride + i] = dot_q6_k(w, r, x, j);
         }
     }
 }

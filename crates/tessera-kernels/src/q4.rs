@@ -33,26 +33,37 @@ pub(crate) enum Q4Kind {
     Q4_0,
     /// `w = d·q + m`.
     Q4_1,
+    /// `w = d·q + m` with f32 `d` and `m`: Q4_K's 32-value sub-blocks, whose
+    /// `d·scale` and `−dmin·min` products f16 cannot hold exactly.
+    Q4K,
 }
 
 impl Q4Kind {
-    /// f16 values per row and block before the nibbles (d, and m for Q4_1).
+    /// Values per row and block before the nibbles (d, and m but for Q4_0).
     fn headers(self) -> usize {
         match self {
             Q4Kind::Q4_0 => 1,
-            Q4Kind::Q4_1 => 2,
+            Q4Kind::Q4_1 | Q4Kind::Q4K => 2,
         }
     }
 
-    /// GGML's block: the f16 headers, then 16 bytes of nibbles (low nibbles
-    /// are values 0–15, high nibbles values 16–31).
+    /// Bytes of one header value: f16, or f32 for Q4_K.
+    pub(crate) fn header_bytes(self) -> usize {
+        match self {
+            Q4Kind::Q4_0 | Q4Kind::Q4_1 => 2,
+            Q4Kind::Q4K => 4,
+        }
+    }
+
+    /// A source block: the headers, then 16 bytes of nibbles (low nibbles are
+    /// values 0–15, high nibbles values 16–31), as GGML's Q4_0/Q4_1 blocks.
     fn ggml_block_bytes(self) -> usize {
-        2 * self.headers() + BLOCK / 2
+        self.header_bytes() * self.headers() + BLOCK / 2
     }
 
     /// Offset of the nibble registers in a group block.
     pub(crate) fn nibbles_at(self) -> usize {
-        GROUP * 2 * self.headers()
+        GROUP * self.header_bytes() * self.headers()
     }
 
     /// Bytes of one group's block.
@@ -73,7 +84,7 @@ pub(crate) struct NibbleGroups {
 }
 
 impl NibbleGroups {
-    fn from_ggml(kind: Q4Kind, bytes: &[u8], rows: usize, cols: usize) -> Result<Self, KernelError> {
+    pub(crate) fn from_ggml(kind: Q4Kind, bytes: &[u8], rows: usize, cols: usize) -> Result<Self, KernelError> {
         if !cols.is_multiple_of(BLOCK) {
             return Err(KernelError::Cols { cols, block: BLOCK });
         }
@@ -90,11 +101,12 @@ impl NibbleGroups {
             let (row, b) = (index / blocks, index % blocks);
             let dst = &mut data[((row / GROUP) * blocks + b) * group_bytes..][..group_bytes];
             let lane = row % GROUP;
+            let width = kind.header_bytes();
             for header in 0..kind.headers() {
-                let at = header * 2 * GROUP + lane * 2;
-                dst[at..at + 2].copy_from_slice(&src[header * 2..header * 2 + 2]);
+                let at = (header * GROUP + lane) * width;
+                dst[at..at + width].copy_from_slice(&src[header * width..(header + 1) * width]);
             }
-            let nibbles = &src[2 * kind.headers()..];
+            let nibbles = &src[width * kind.headers()..];
             for t in 0..4 {
                 let at = kind.nibbles_at() + t * 32 + lane * 4;
                 dst[at..at + 4].copy_from_slice(&nibbles[t * 4..t * 4 + 4]);
@@ -125,7 +137,14 @@ impl NibbleGroups {
     pub(crate) fn block(&self, row: usize, block: usize) -> (f32, f32, [u8; BLOCK / 2]) {
         let data = self.group_block(row / GROUP, block);
         let lane = row % GROUP;
-        let read = |at: usize| f16::from_le_bytes([data[at], data[at + 1]]).to_f32();
+        let width = self.kind.header_bytes();
+        let read = |header: usize| {
+            let at = (header * GROUP + lane) * width;
+            match width {
+                2 => f16::from_le_bytes([data[at], data[at + 1]]).to_f32(),
+                _ => f32::from_le_bytes([data[at], data[at + 1], data[at + 2], data[at + 3]]),
+            }
+        };
         let mut nibbles = [0u8; BLOCK / 2];
         for t in 0..4 {
             let at = self.kind.nibbles_at() + t * 32 + lane * 4;
@@ -133,15 +152,15 @@ impl NibbleGroups {
         }
         let m = match self.kind {
             Q4Kind::Q4_0 => 0.0,
-            Q4Kind::Q4_1 => read(2 * GROUP + lane * 2),
+            Q4Kind::Q4_1 | Q4Kind::Q4K => read(1),
         };
-        (read(lane * 2), m, nibbles)
+        (read(0), m, nibbles)
     }
 
     fn dequantize_row(&self, row: usize) -> Vec<f32> {
         let value = |q: u8, d: f32, m: f32| match self.kind {
             Q4Kind::Q4_0 => (q as f32 - 8.0) * d,
-            Q4Kind::Q4_1 => q as f32 * d + m,
+            Q4Kind::Q4_1 | Q4Kind::Q4K => q as f32 * d + m,
         };
         (0..self.blocks())
             .flat_map(|b| {
@@ -156,17 +175,12 @@ impl NibbleGroups {
 
 /// One public 4-bit weight type over [`NibbleGroups`].
 macro_rules! q4_weights {
-    ($name:ident, $kind:expr, $doc:literal) => {
+    ($name:ident, $doc:literal) => {
         #[doc = $doc]
         #[derive(Debug, Clone)]
         pub struct $name(pub(crate) NibbleGroups);
 
         impl $name {
-            /// Repack GGML bytes of a `[rows, cols]` matrix.
-            pub fn from_ggml(bytes: &[u8], rows: usize, cols: usize) -> Result<Self, KernelError> {
-                NibbleGroups::from_ggml($kind, bytes, rows, cols).map(Self)
-            }
-
             /// Output rows.
             pub fn rows(&self) -> usize {
                 self.0.rows()
@@ -190,5 +204,23 @@ macro_rules! q4_weights {
     };
 }
 
-q4_weights!(Q4_0Weights, Q4Kind::Q4_0, "A `[rows, cols]` Q4_0 matrix in row groups.");
-q4_weights!(Q4_1Weights, Q4Kind::Q4_1, "A `[rows, cols]` Q4_1 matrix in row groups.");
+q4_weights!(Q4_0Weights, "A `[rows, cols]` Q4_0 matrix in row groups.");
+q4_weights!(Q4_1Weights, "A `[rows, cols]` Q4_1 matrix in row groups.");
+q4_weights!(
+    Q4KWeights,
+    "A `[rows, cols]` Q4_K matrix, its sub-blocks as f32-header Q4_1 blocks in row groups (see `q4_k.rs`)."
+);
+
+impl Q4_0Weights {
+    /// Repack GGML Q4_0 bytes of a `[rows, cols]` matrix.
+    pub fn from_ggml(bytes: &[u8], rows: usize, cols: usize) -> Result<Self, KernelError> {
+        NibbleGroups::from_ggml(Q4Kind::Q4_0, bytes, rows, cols).map(Self)
+    }
+}
+
+impl Q4_1Weights {
+    /// Repack GGML Q4_1 bytes of a `[rows, cols]` matrix.
+    pub fn from_ggml(bytes: &[u8], rows: usize, cols: usize) -> Result<Self, KernelError> {
+        NibbleGroups::from_ggml(Q4Kind::Q4_1, bytes, rows, cols).map(Self)
+    }
+}

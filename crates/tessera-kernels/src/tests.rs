@@ -5,7 +5,6 @@
 
 use crate::*;
 use half::f16;
-use std::ops::Range;
 
 /// xorshift64*: deterministic test data without a dependency.
 struct Rng(u64);
@@ -23,14 +22,14 @@ impl Rng {
     }
 }
 
-fn random_weights(rng: &mut Rng, rows: usize, cols: usize) -> Q8_0Weights {
+fn random_weights(rng: &mut Rng, rows: usize, cols: usize) -> Weights {
     let mut bytes = Vec::new();
     for _ in 0..rows * cols / BLOCK {
         bytes.extend_from_slice(&f16::from_f32(rng.float().abs() * 0.05 + 1e-4).to_le_bytes());
         // Every byte value, -128 included.
         bytes.extend((0..BLOCK).map(|_| (rng.next() >> 56) as u8));
     }
-    Q8_0Weights::from_ggml(&bytes, rows, cols).unwrap()
+    Weights::from_ggml(Format::Q8_0, &bytes, rows, cols).unwrap()
 }
 
 fn random_activations(rng: &mut Rng, rows: usize, cols: usize) -> (Vec<f32>, Q8Activations) {
@@ -39,9 +38,9 @@ fn random_activations(rng: &mut Rng, rows: usize, cols: usize) -> (Vec<f32>, Q8A
     (x, q)
 }
 
-fn product(path: Path, w: &Q8_0Weights, x: &Q8Activations) -> Vec<f32> {
+fn product(path: Path, w: &Weights, x: &Q8Activations) -> Vec<f32> {
     let mut out = vec![f32::NAN; x.rows() * w.rows()];
-    matmul_q8_0(path, w, 0..w.rows(), x, &mut out, w.rows()).unwrap();
+    w.matmul(path, 0..w.rows(), x, &mut out, w.rows()).unwrap();
     out
 }
 
@@ -126,7 +125,7 @@ fn a_row_range_writes_only_its_columns_and_shapes_are_checked() {
     let mut part = vec![f32::NAN; 3 * 10];
     for range in [0..3, 3..4, 4..10] {
         let start = range.start;
-        matmul_q8_0(Path::detect(), &w, range, &x, &mut part[start..], 10).unwrap();
+        w.matmul(Path::detect(), range, &x, &mut part[start..], 10).unwrap();
     }
     assert_eq!(
         full.iter().map(|v| v.to_bits()).collect::<Vec<_>>(),
@@ -134,9 +133,9 @@ fn a_row_range_writes_only_its_columns_and_shapes_are_checked() {
         "splitting rows among workers changes nothing"
     );
     let (_, wrong) = random_activations(&mut rng, 1, 32);
-    assert!(matmul_q8_0(Path::Portable, &w, 0..10, &wrong, &mut part, 10).is_err());
-    assert!(matmul_q8_0(Path::Portable, &w, 0..11, &x, &mut part, 10).is_err());
-    assert!(matmul_q8_0(Path::Portable, &w, 0..10, &x, &mut part[..25], 10).is_err());
+    assert!(w.matmul(Path::Portable, 0..10, &wrong, &mut part, 10).is_err());
+    assert!(w.matmul(Path::Portable, 0..11, &x, &mut part, 10).is_err());
+    assert!(w.matmul(Path::Portable, 0..10, &x, &mut part[..25], 10).is_err());
 }
 
 #[test]
@@ -171,90 +170,153 @@ fn random_q4_bytes(rng: &mut Rng, rows: usize, cols: usize, minimum: bool) -> Ve
     bytes
 }
 
-/// `(rows, cols)` of a weight matrix.
-type Shape = (usize, usize);
-/// A 4-bit product from GGML bytes: path, bytes, shape, activations, row range, output, stride.
-type Q4Product = fn(Path, &[u8], Shape, &Q8Activations, Range<usize>, &mut [f32], usize) -> Result<(), KernelError>;
-/// Row `r` of a 4-bit matrix (GGML bytes) dequantized.
-type Q4Row = fn(&[u8], Shape, usize) -> Vec<f32>;
-
-/// A 4-bit format's entry points, so one test body checks both.
-struct Q4Format {
-    name: &'static str,
-    minimum: bool,
-    product: Q4Product,
-    dequantized: Q4Row,
+/// GGML bytes of random Q4_K super-blocks: `d`, `dmin`, 12 bytes of packed
+/// 6-bit scales and mins (every bit pattern), 128 bytes of nibbles.
+fn random_q4_k_bytes(rng: &mut Rng, rows: usize, cols: usize) -> Vec<u8> {
+    let mut bytes = Vec::new();
+    for _ in 0..rows * cols / 256 {
+        bytes.extend_from_slice(&f16::from_f32(rng.float().abs() * 0.002 + 1e-5).to_le_bytes());
+        bytes.extend_from_slice(&f16::from_f32(rng.float().abs() * 0.005).to_le_bytes());
+        bytes.extend((0..12 + 128).map(|_| (rng.next() >> 56) as u8));
+    }
+    bytes
 }
 
-const Q4_FORMATS: [Q4Format; 2] = [
-    Q4Format {
-        name: "Q4_0",
-        minimum: false,
-        product: |path, bytes, (rows, cols), x, range, out, stride| {
-            matmul_q4_0(path, &Q4_0Weights::from_ggml(bytes, rows, cols)?, range, x, out, stride)
-        },
-        dequantized: |bytes, (rows, cols), r| Q4_0Weights::from_ggml(bytes, rows, cols).unwrap().dequantize_row(r),
+/// GGML bytes of random Q6_K super-blocks: `ql`, `qh` (every bit pattern),
+/// signed scales, `d`.
+fn random_q6_k_bytes(rng: &mut Rng, rows: usize, cols: usize) -> Vec<u8> {
+    let mut bytes = Vec::new();
+    for _ in 0..rows * cols / 256 {
+        bytes.extend((0..128 + 64 + 16).map(|_| (rng.next() >> 56) as u8));
+        bytes.extend_from_slice(&f16::from_f32(rng.float().abs() * 0.0005 + 1e-6).to_le_bytes());
+    }
+    bytes
+}
+
+/// A row-group format (4-bit, K-quants), so one test body checks them all.
+struct GroupFormat {
+    format: Format,
+    random: fn(&mut Rng, usize, usize) -> Vec<u8>,
+    /// (weight rows, activation rows, blocks of 32 per row) to test.
+    shapes: &'static [(usize, usize, usize)],
+}
+
+/// Shapes whose rows hold whole 256-value super-blocks.
+const K_SHAPES: &[(usize, usize, usize)] = &[(1, 1, 8), (9, 3, 16), (17, 33, 8), (5, 2, 24)];
+
+const GROUP_FORMATS: [GroupFormat; 4] = [
+    GroupFormat {
+        format: Format::Q4_0,
+        random: |rng, rows, cols| random_q4_bytes(rng, rows, cols, false),
+        shapes: SHAPES,
     },
-    Q4Format {
-        name: "Q4_1",
-        minimum: true,
-        product: |path, bytes, (rows, cols), x, range, out, stride| {
-            matmul_q4_1(path, &Q4_1Weights::from_ggml(bytes, rows, cols)?, range, x, out, stride)
-        },
-        dequantized: |bytes, (rows, cols), r| Q4_1Weights::from_ggml(bytes, rows, cols).unwrap().dequantize_row(r),
+    GroupFormat {
+        format: Format::Q4_1,
+        random: |rng, rows, cols| random_q4_bytes(rng, rows, cols, true),
+        shapes: SHAPES,
+    },
+    GroupFormat {
+        format: Format::Q4K,
+        random: random_q4_k_bytes,
+        shapes: K_SHAPES,
+    },
+    GroupFormat {
+        format: Format::Q6K,
+        random: random_q6_k_bytes,
+        shapes: K_SHAPES,
     },
 ];
 
-fn product_q4(
-    format: &Q4Format,
-    path: Path,
-    bytes: &[u8],
-    (rows, cols): (usize, usize),
-    x: &Q8Activations,
-) -> Vec<f32> {
-    let mut out = vec![f32::NAN; x.rows() * rows];
-    (format.product)(path, bytes, (rows, cols), x, 0..rows, &mut out, rows).unwrap();
-    out
-}
-
 #[test]
-fn q4_paths_agree_bit_for_bit_and_match_a_dequantized_reference() {
-    for format in &Q4_FORMATS {
+fn row_group_paths_agree_bit_for_bit_and_match_a_dequantized_reference() {
+    for format in &GROUP_FORMATS {
         let mut rng = Rng(5);
-        for &(rows, n, blocks) in SHAPES {
+        for &(rows, n, blocks) in format.shapes {
             let cols = blocks * BLOCK;
-            let bytes = random_q4_bytes(&mut rng, rows, cols, format.minimum);
+            let w = Weights::from_ggml(format.format, &(format.random)(&mut rng, rows, cols), rows, cols).unwrap();
             let (x, q) = random_activations(&mut rng, n, cols);
-            let portable = product_q4(format, Path::Portable, &bytes, (rows, cols), &q);
+            let portable = product(Path::Portable, &w, &q);
             if Path::Avx2.available() {
-                let fast = product_q4(format, Path::Avx2, &bytes, (rows, cols), &q);
+                let fast = product(Path::Avx2, &w, &q);
                 let same = portable.iter().zip(&fast).all(|(a, b)| a.to_bits() == b.to_bits());
                 assert!(
                     same,
-                    "{}: AVX2 differs from the portable path at {rows}x{n}x{cols}",
-                    format.name
+                    "{:?}: AVX2 differs from the portable path at {rows}x{n}x{cols}",
+                    format.format
                 );
             }
             // As for Q8_0, plus (Q4_1) the f16 rounding of Q8_1's block sum (2^-11 relative).
-            let dequantized = |r| (format.dequantized)(&bytes, (rows, cols), r);
-            assert_near_reference(&portable, &dequantized, &x, (rows, n, cols), 0.02);
+            assert_near_reference(&portable, &|r| w.dequantize_row(r), &x, (rows, n, cols), 0.02);
         }
     }
 }
 
 #[test]
-fn q4_ranges_start_on_a_group() {
-    for format in &Q4_FORMATS {
+fn row_group_ranges_start_on_a_group() {
+    for format in &GROUP_FORMATS {
         let mut rng = Rng(9);
-        let bytes = random_q4_bytes(&mut rng, 20, 64, format.minimum);
-        let (_, x) = random_activations(&mut rng, 2, 64);
-        let full = product_q4(format, Path::detect(), &bytes, (20, 64), &x);
+        let w = Weights::from_ggml(format.format, &(format.random)(&mut rng, 20, 256), 20, 256).unwrap();
+        let (_, x) = random_activations(&mut rng, 2, 256);
+        let full = product(Path::detect(), &w, &x);
         let mut parts = vec![f32::NAN; 2 * 20];
         for range in [0..8, 8..16, 16..20] {
             let start = range.start;
-            (format.product)(Path::detect(), &bytes, (20, 64), &x, range, &mut parts[start..], 20).unwrap();
+            w.matmul(Path::detect(), range, &x, &mut parts[start..], 20).unwrap();
         }
         assert!(full.iter().zip(&parts).all(|(a, b)| a.to_bits() == b.to_bits()));
-        assert!((format.product)(Path::Portable, &bytes, (20, 64), &x, 4..8, &mut parts, 20).is_err());
+        assert!(w.matmul(Path::Portable, 4..8, &x, &mut parts, 20).is_err());
     }
+}
+
+#[test]
+fn q4_k_dequantizes_as_ggml_defines_it() {
+    // One super-block: d = 0.5, dmin = 0.25; sub-block 0 scale 3 min 2,
+    // sub-block 5 (packed in the high bits) scale 0b10_0001 = 33, min 0b01_0100 = 20.
+    let mut block = Vec::new();
+    block.extend_from_slice(&f16::from_f32(0.5).to_le_bytes());
+    block.extend_from_slice(&f16::from_f32(0.25).to_le_bytes());
+    let mut packed = [0u8; 12];
+    packed[0] = 3;
+    packed[4] = 2;
+    packed[1] = 0b10 << 6; // scale 5's high bits
+    packed[5] = 0b01 << 6; // min 5's high bits
+    packed[9] = 0x4 << 4 | 0x1; // min 5's low bits, scale 5's low bits
+    block.extend_from_slice(&packed);
+    let mut quants = [0u8; 128];
+    quants[0] = 0x7 << 4 | 0x9; // sub-block 0 value 0 = 9, sub-block 1 value 0 = 7
+    quants[64 + 1] = 0xA << 4; // sub-block 5 value 1 = 10
+    block.extend_from_slice(&quants);
+    let w = Q4KWeights::from_ggml(&block, 1, 256).unwrap();
+    let row = w.dequantize_row(0);
+    assert_eq!(row[0], 0.5 * 3.0 * 9.0 - 0.25 * 2.0);
+    assert_eq!(row[5 * 32 + 1], 0.5 * 33.0 * 10.0 - 0.25 * 20.0);
+    assert!(matches!(
+        Q4KWeights::from_ggml(&block, 1, 128),
+        Err(KernelError::Cols { block: 256, .. })
+    ));
+}
+
+#[test]
+fn q6_k_dequantizes_as_ggml_defines_it() {
+    // One super-block, d = 0.5. Value 0: ql[0] low nibble 5, qh[0] bits 0-1 = 2
+    // → q = 5 | 2 << 4 = 37, scale[0] = 3. Value 232 (chunk 1, l = 8, the
+    // fourth quarter): ql[64 + 32 + 8] high nibble 9, qh[32 + 8] bits 6-7 = 1
+    // → q = 25, scale[232 / 16 = 14] = -2.
+    let mut block = vec![0u8; 210];
+    block[0] = 5;
+    block[128] = 2;
+    block[64 + 32 + 8] = 9 << 4;
+    block[128 + 32 + 8] = 1 << 6;
+    block[192] = 3;
+    block[192 + 14] = (-2i8) as u8;
+    block[208..210].copy_from_slice(&f16::from_f32(0.5).to_le_bytes());
+    let w = Q6KWeights::from_ggml(&block, 1, 256).unwrap();
+    let row = w.dequantize_row(0);
+    assert_eq!(row[0], 0.5 * 3.0 * (37.0 - 32.0));
+    assert_eq!(row[232], 0.5 * -2.0 * (25.0 - 32.0));
+    assert_eq!(row[1], 0.5 * 3.0 * -32.0);
+    assert!(matches!(
+        Q6KWeights::from_ggml(&block, 1, 128),
+        Err(KernelError::Cols { block: 256, .. })
+    ));
 }

@@ -23,14 +23,16 @@ pub(crate) unsafe fn matmul_q4(
     stride: usize,
 ) {
     match w.kind() {
-        Q4Kind::Q4_0 => unsafe { matmul_groups::<false>(w, rows, x, out, stride) },
-        Q4Kind::Q4_1 => unsafe { matmul_groups::<true>(w, rows, x, out, stride) },
+        Q4Kind::Q4_0 => unsafe { matmul_groups::<false, false>(w, rows, x, out, stride) },
+        Q4Kind::Q4_1 => unsafe { matmul_groups::<true, false>(w, rows, x, out, stride) },
+        Q4Kind::Q4K => unsafe { matmul_groups::<true, true>(w, rows, x, out, stride) },
     }
 }
 
-/// `MIN`: Q4_1 (a minimum per block) rather than Q4_0 (an offset of −8).
+/// `MIN`: a minimum per block (Q4_1, Q4_K) rather than an offset of −8
+/// (Q4_0); `WIDE`: f32 headers (Q4_K) rather than f16.
 #[target_feature(enable = "avx2,fma,f16c")]
-unsafe fn matmul_groups<const MIN: bool>(
+unsafe fn matmul_groups<const MIN: bool, const WIDE: bool>(
     w: &NibbleGroups,
     rows: Range<usize>,
     x: &Q8Activations,
@@ -47,10 +49,10 @@ unsafe fn matmul_groups<const MIN: bool>(
                 let width = (chunk_end - j).min(4);
                 let sums = unsafe {
                     match width {
-                        4 => group_tile::<4, MIN>(w, group, x, j),
-                        3 => pad(group_tile::<3, MIN>(w, group, x, j)),
-                        2 => pad(group_tile::<2, MIN>(w, group, x, j)),
-                        _ => pad(group_tile::<1, MIN>(w, group, x, j)),
+                        4 => group_tile::<4, MIN, WIDE>(w, group, x, j),
+                        3 => pad(group_tile::<3, MIN, WIDE>(w, group, x, j)),
+                        2 => pad(group_tile::<2, MIN, WIDE>(w, group, x, j)),
+                        _ => pad(group_tile::<1, MIN, WIDE>(w, group, x, j)),
                     }
                 };
                 for (c, lanes) in sums.iter().take(width).enumerate() {
@@ -65,7 +67,7 @@ unsafe fn matmul_groups<const MIN: bool>(
 /// `C` results widened to four (the rest unused).
 #[target_feature(enable = "avx2")]
 #[inline]
-fn pad<const C: usize>(sums: [__m256; C]) -> [__m256; 4] {
+pub(crate) fn pad<const C: usize>(sums: [__m256; C]) -> [__m256; 4] {
     let mut all = [_mm256_setzero_ps(); 4];
     all[..C].copy_from_slice(&sums);
     all
@@ -75,7 +77,7 @@ fn pad<const C: usize>(sums: [__m256; C]) -> [__m256; 4] {
 /// `out_row[r − rows.start]`.
 #[target_feature(enable = "avx2")]
 #[inline]
-fn store_group(lanes: __m256, first: usize, rows: &Range<usize>, out_row: &mut [f32]) {
+pub(crate) fn store_group(lanes: __m256, first: usize, rows: &Range<usize>, out_row: &mut [f32]) {
     let at = first - rows.start;
     if first + 8 <= rows.end {
         // SAFETY: `check` guaranteed `out_row` holds `rows.len()` outputs, and `at + 8 <= rows.len()`.
@@ -92,7 +94,7 @@ fn store_group(lanes: __m256, first: usize, rows: &Range<usize>, out_row: &mut [
 /// The eight outputs of weight group `group` against activation rows `j0..j0 + C`.
 #[target_feature(enable = "avx2,fma,f16c")]
 #[inline]
-unsafe fn group_tile<const C: usize, const MIN: bool>(
+unsafe fn group_tile<const C: usize, const MIN: bool, const WIDE: bool>(
     w: &NibbleGroups,
     group: usize,
     x: &Q8Activations,
@@ -114,12 +116,17 @@ unsafe fn group_tile<const C: usize, const MIN: bool>(
     }
     for b in 0..w.blocks() {
         let data = w.group_block(group, b).as_ptr();
-        // SAFETY: a group block holds 8 f16 d, (Q4_1) 8 f16 m, then four 32-byte registers.
-        let d = unsafe { _mm256_cvtph_ps(_mm_loadu_si128(data.cast())) };
-        let m = match MIN {
-            // SAFETY: as above.
-            true => unsafe { _mm256_cvtph_ps(_mm_loadu_si128(data.add(16).cast())) },
-            false => _mm256_setzero_ps(),
+        // SAFETY: a group block holds 8 d, (but Q4_0) 8 m, as f16 or (`WIDE`)
+        // f32, then four 32-byte registers.
+        let (d, m) = unsafe {
+            match (WIDE, MIN) {
+                (true, _) => (_mm256_loadu_ps(data.cast()), _mm256_loadu_ps(data.add(32).cast())),
+                (false, true) => (
+                    _mm256_cvtph_ps(_mm_loadu_si128(data.cast())),
+                    _mm256_cvtph_ps(_mm_loadu_si128(data.add(16).cast())),
+                ),
+                (false, false) => (_mm256_cvtph_ps(_mm_loadu_si128(data.cast())), _mm256_setzero_ps()),
+            }
         };
         let mut dots = [_mm256_setzero_si256(); C];
         for t in 0..4 {

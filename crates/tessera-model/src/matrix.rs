@@ -9,9 +9,7 @@ use crate::{ModelError, Result};
 use candle_core::quantized::{GgmlDType, QMatMul, QStorage, QTensor};
 use candle_core::{Device, Module, Tensor};
 use std::ops::Range;
-use tessera_kernels::{
-    matmul_q4_0, matmul_q4_1, matmul_q8_0, KernelError, Path, Q4_0Weights, Q4_1Weights, Q8Activations, Q8_0Weights,
-};
+use tessera_kernels::{Format, KernelError, Path, Q8Activations, Weights};
 
 /// A `[out, in]` weight matrix, quantized or dense f32.
 #[derive(Debug)]
@@ -102,27 +100,28 @@ pub struct ParallelMatMul {
 /// Who computes the product.
 #[derive(Debug)]
 enum Kernel {
-    /// Q8_0 weights (and Q4_1 repacked with `repack_q4_1`): Tessera's own
-    /// kernels (`tessera-kernels`), bit-identical to candle's Q8_0 dot
-    /// product, activations quantized once per product.
-    Q8_0 {
-        weights: Q8_0Weights,
-        slices: Vec<Range<usize>>,
-    },
-    /// Q4_1 weights as stored (the default for Q4_1 files): Tessera's
-    /// kernels, bit-identical to candle's Q4_1 dot product.
-    Q4_1 {
-        weights: Q4_1Weights,
-        slices: Vec<Range<usize>>,
-    },
-    /// Q4_0 weights as stored: Tessera's kernels (GGML's scalar order; equal
-    /// to candle's AVX2 product to rounding).
-    Q4_0 {
-        weights: Q4_0Weights,
+    /// Q8_0, Q4_0, Q4_1, Q4_K and Q6_K weights (Q4_1 repacked to Q8_0 with
+    /// `repack_q4_1`): Tessera's own kernels (`tessera-kernels`), activations
+    /// quantized once per product. Q8_0 and Q4_1 are bit-identical to
+    /// candle's products; Q4_0, Q4_K and Q6_K agree to rounding.
+    Tessera {
+        weights: Weights,
         slices: Vec<Range<usize>>,
     },
     /// Every other type: candle's quantized (or dense) matmul per row slice.
     Candle(Vec<(usize, QMatMul)>),
+}
+
+/// The `tessera-kernels` format of a GGML type, if it has one.
+fn kernel_format(dtype: GgmlDType) -> Option<Format> {
+    match dtype {
+        GgmlDType::Q8_0 => Some(Format::Q8_0),
+        GgmlDType::Q4_0 => Some(Format::Q4_0),
+        GgmlDType::Q4_1 => Some(Format::Q4_1),
+        GgmlDType::Q4K => Some(Format::Q4K),
+        GgmlDType::Q6K => Some(Format::Q6K),
+        _ => None,
+    }
 }
 
 /// Row ranges of `rows`, one per worker thread (heights multiples of 16).
@@ -140,20 +139,14 @@ impl ParallelMatMul {
     pub fn new(matrix: Matrix) -> Result<Self> {
         let (rows, cols) = matrix.dims()?;
         let slices = row_ranges(rows);
-        let kernel = match &matrix {
-            Matrix::Quantized(q) if q.dtype() == GgmlDType::Q8_0 => Kernel::Q8_0 {
-                weights: Q8_0Weights::from_ggml(&q.data()?, rows, cols)
-                    .map_err(|e| ModelError::InvalidConfig(format!("Q8_0 weights: {e}")))?,
-                slices,
-            },
-            Matrix::Quantized(q) if q.dtype() == GgmlDType::Q4_1 => Kernel::Q4_1 {
-                weights: Q4_1Weights::from_ggml(&q.data()?, rows, cols)
-                    .map_err(|e| ModelError::InvalidConfig(format!("Q4_1 weights: {e}")))?,
-                slices,
-            },
-            Matrix::Quantized(q) if q.dtype() == GgmlDType::Q4_0 => Kernel::Q4_0 {
-                weights: Q4_0Weights::from_ggml(&q.data()?, rows, cols)
-                    .map_err(|e| ModelError::InvalidConfig(format!("Q4_0 weights: {e}")))?,
+        let format = match &matrix {
+            Matrix::Quantized(q) => kernel_format(q.dtype()),
+            Matrix::Dense(_) => None,
+        };
+        let kernel = match (&matrix, format) {
+            (Matrix::Quantized(q), Some(format)) => Kernel::Tessera {
+                weights: Weights::from_ggml(format, &q.data()?, rows, cols)
+                    .map_err(|e| ModelError::InvalidConfig(format!("{format:?} weights: {e}")))?,
                 slices,
             },
             _ => {
@@ -175,14 +168,8 @@ impl ParallelMatMul {
     /// `x` is `[n, cols]`; returns `[n, rows]`.
     pub fn forward(&self, x: &[f32], n: usize) -> Result<Vec<f32>> {
         match &self.kernel {
-            Kernel::Q8_0 { weights, slices } => self.forward_kernel(slices, x, n, |path, range, a, part, stride| {
-                matmul_q8_0(path, weights, range, a, part, stride)
-            }),
-            Kernel::Q4_1 { weights, slices } => self.forward_kernel(slices, x, n, |path, range, a, part, stride| {
-                matmul_q4_1(path, weights, range, a, part, stride)
-            }),
-            Kernel::Q4_0 { weights, slices } => self.forward_kernel(slices, x, n, |path, range, a, part, stride| {
-                matmul_q4_0(path, weights, range, a, part, stride)
+            Kernel::Tessera { weights, slices } => self.forward_kernel(slices, x, n, |path, range, a, part, stride| {
+                weights.matmul(path, range, a, part, stride)
             }),
             Kernel::Candle(slices) => self.forward_candle(slices, x, n),
         }
