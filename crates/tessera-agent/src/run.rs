@@ -224,16 +224,17 @@ impl Agent<'_> {
         misses + 1
     }
 
-    /// Run every call of an answer and append the results. A call cut off by
-    /// the token limit (its arguments unfinished JSON: masks make every
-    /// finished call valid) stays out of the history, which a server must be
-    /// able to read back, and is answered with a note instead.
+    /// Run every call of an answer and append the results. A call whose
+    /// arguments are not JSON (cut off by the token limit: masks make every
+    /// finished call valid; or from a server that does not mask) stays out of
+    /// the history, which a server must be able to read back; after the
+    /// other calls' results, a note tells the model what went wrong.
     fn calls(
         &mut self,
         outcome: &ChatOutcome,
         turn: usize,
     ) -> Result<(Vec<CallRecord>, Option<StopReason>), AgentError> {
-        let (complete, cut): (Vec<ChatCall>, Vec<ChatCall>) = outcome
+        let (complete, unreadable): (Vec<ChatCall>, Vec<ChatCall>) = outcome
             .calls
             .iter()
             .cloned()
@@ -244,21 +245,6 @@ impl Agent<'_> {
             self.context.push_reply(&outcome.content);
         }
         let mut records = Vec::new();
-        for call in cut {
-            let error = format!(
-                "error: the call to `{}` was cut off before its arguments were complete (finish reason: {}); \
-                 call it again with shorter arguments",
-                call.name, outcome.finish_reason
-            );
-            self.policy.after_call(&call.name, false);
-            self.context.push_note(&error);
-            records.push(CallRecord {
-                name: call.name,
-                arguments: call.arguments,
-                ok: false,
-                result: error,
-            });
-        }
         let mut stop = None;
         for call in &complete {
             let (result, ok, finished) = self.call(call, turn)?;
@@ -276,9 +262,37 @@ impl Agent<'_> {
                 break; // calls after `finish` in the same answer do not run
             }
         }
+        if stop.is_none() {
+            for call in unreadable {
+                records.push(self.unreadable_call(call, &outcome.finish_reason));
+            }
+        }
         // A server that does not mask may answer the reply turn with a call.
         self.policy.after_reply();
         Ok((records, stop))
+    }
+
+    /// A call whose arguments are not JSON: a failed attempt and a note.
+    fn unreadable_call(&mut self, call: ChatCall, finish_reason: &str) -> CallRecord {
+        let error = match finish_reason {
+            "length" => format!(
+                "error: the call to `{}` was cut off by the token limit before its arguments were complete; \
+                 call it again with shorter arguments",
+                call.name
+            ),
+            _ => format!(
+                "error: the arguments of the call to `{}` are not valid JSON; call it again",
+                call.name
+            ),
+        };
+        self.policy.after_call(&call.name, false);
+        self.context.push_note(&error);
+        CallRecord {
+            name: call.name,
+            arguments: call.arguments,
+            ok: false,
+            result: error,
+        }
     }
 
     /// One call: `(observation, ok, Some(summary) for finish)`.
@@ -533,12 +547,17 @@ impl Agent<'_> {
     }
 }
 
-/// Whether a call's arguments are finished JSON (an empty string counts as `{}`).
+/// Whether a call's arguments are finished JSON (an empty string counts as
+/// `{}`, as OpenAI-compatible servers read it).
 fn is_finished_json(arguments: &str) -> bool {
     arguments.trim().is_empty() || serde_json::from_str::<Value>(arguments).is_ok()
 }
 
 fn parse_arguments(text: &str) -> Result<Value, String> {
+    let text = match text.trim() {
+        "" => "{}",
+        text => text,
+    };
     match serde_json::from_str::<Value>(text) {
         Ok(value) if value.is_object() => Ok(value),
         Ok(_) => Err("the arguments must be a JSON object".into()),

@@ -6,16 +6,20 @@
 //! minimum per block), and the K-quants Q4_K (256-value super-blocks, run as
 //! Q4_1-shaped sub-blocks) and Q6_K (unpacked to bytes at load).
 //!
-//! Every kernel computes each output exactly as candle's reference dot
-//! product does (same integer partial sums, same fused multiply-adds in the
-//! same order, same final reduction), so switching to these kernels changes
-//! speed, never a logit; and every output is computed the same way whatever
-//! the batch around it (batch invariance). Speed comes from the layout and
-//! the loop nest instead: scales converted to f32 once at load, activations
-//! quantized once per matrix product instead of once per worker, and a
-//! register tile that reuses each loaded weight block across several
-//! activation rows (prefill) or each activation block across several weight
-//! rows (decode).
+//! The Q8_0 and Q4_1 kernels compute each output exactly as candle's
+//! reference dot product does (same integer partial sums, same float
+//! operations in the same order, same final reduction), so for those formats
+//! switching to these kernels changes speed, never a logit. Q4_0 follows
+//! GGML's scalar order (candle's AVX2 code sums lanes in another order:
+//! equal to rounding), and Q4_K and Q6_K pair with the same 32-value
+//! activation blocks as the others where candle uses 256-value Q8_K blocks
+//! (equal to activation rounding, so their logits differ slightly from
+//! candle's). Every output is computed the same way whatever the batch
+//! around it (batch invariance). Speed comes from the layout and the loop
+//! nest: scales converted once at load, activations quantized once per
+//! matrix product instead of once per worker, and register tiles that reuse
+//! each loaded weight block across several activation rows (prefill) or
+//! each activation block across several weight rows (decode).
 //!
 //! Paths: AVX2+FMA when the CPU has it (detected at run time), a portable
 //! one otherwise; [`Path::Portable`] can be forced for tests.

@@ -265,6 +265,19 @@ fn row_group_ranges_start_on_a_group() {
         }
         assert!(full.iter().zip(&parts).all(|(a, b)| a.to_bits() == b.to_bits()));
         assert!(w.matmul(Path::Portable, 4..8, &x, &mut parts, 20).is_err());
+        // A range ending inside a group writes its rows and nothing past them.
+        for path in [Path::detect(), Path::Portable] {
+            let mut head = vec![f32::NAN; 2 * 20];
+            w.matmul(path, 0..12, &x, &mut head, 20).unwrap();
+            for j in 0..2 {
+                let row = &head[j * 20..(j + 1) * 20];
+                assert!(row[..12]
+                    .iter()
+                    .zip(&full[j * 20..])
+                    .all(|(a, b)| a.to_bits() == b.to_bits()));
+                assert!(row[12..].iter().all(|v| v.is_nan()), "{path:?} wrote past the range");
+            }
+        }
     }
 }
 

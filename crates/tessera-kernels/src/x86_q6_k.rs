@@ -1,7 +1,8 @@
 //! The AVX2+FMA path of Q6_K: eight weight rows (a group) in the eight lanes
-//! of a register, up to four activation rows per pass over a group's blocks
-//! (see `q6_k.rs` for the layout); per lane the portable `dot_q6_k`
-//! arithmetic (integer dots exact, then the same float operations in order).
+//! of a register, up to four activation rows per call, each making its own
+//! pass over the group's blocks (which stay in L1/L2 between them; see
+//! `q6_k.rs` for the layout); per lane the portable `dot_q6_k` arithmetic
+//! (integer dots exact, then the same float operations in order).
 
 use crate::q6_k::{GROUP, QUANTS_AT};
 use crate::x86_q4::{pad, store_group};

@@ -222,8 +222,13 @@ fn errors_stay_in_and_disallowed_calls_are_refused() {
 fn a_call_cut_off_by_the_token_limit_stays_out_of_the_history() {
     let dir = workspace(&[("a.md", "x\n")]);
     let mut answers = opening(r#"{"mode":"simple"}"#);
-    let mut cut = call("file_read", json!({}));
-    cut.calls[0].arguments = r#"{"path": "a.m"#.into();
+    // A complete call, then one cut off: the first's result follows its call.
+    let mut cut = call("file_list", json!({"path": "."}));
+    cut.calls.push(ChatCall {
+        id: "call_cut".into(),
+        name: "file_read".into(),
+        arguments: r#"{"path": "a.m"#.into(),
+    });
     cut.finish_reason = "length".into();
     answers.extend([cut, call("finish", json!({"summary": "done"}))]);
     let (report, bodies) = run_script(dir.path(), answers, config("t"));
@@ -236,10 +241,17 @@ fn a_call_cut_off_by_the_token_limit_stays_out_of_the_history() {
         }
     }
     assert!(
-        last_message(last).contains("the call to `file_read` was cut off") && last_message(last).contains("length"),
+        last_message(last).contains("the call to `file_read` was cut off by the token limit"),
         "{}",
         last_message(last)
     );
+    let messages = last["messages"].as_array().unwrap();
+    let call_at = messages
+        .iter()
+        .position(|m| m["tool_calls"][0]["function"]["name"] == "file_list")
+        .unwrap();
+    assert_eq!(messages[call_at]["tool_calls"].as_array().unwrap().len(), 1);
+    assert_eq!(messages[call_at + 1]["role"], "tool", "the result follows its call");
     assert!(report
         .turns
         .iter()
