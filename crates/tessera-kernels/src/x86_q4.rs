@@ -10,7 +10,7 @@ use std::arch::x86_64::*;
 use std::ops::Range;
 
 /// Activation rows per chunk (kept in L1 while a group's blocks stream past).
-const ACT_CHUNK: usize = 32;
+pub(crate) const ACT_CHUNK: usize = 32;
 
 /// See `portable::matmul_q4`; the caller checked the shapes, that `rows`
 /// starts on a group and that the CPU has AVX2, FMA and F16C.
@@ -39,30 +39,51 @@ unsafe fn matmul_groups<const MIN: bool, const WIDE: bool>(
     out: &mut [f32],
     stride: usize,
 ) {
-    let groups = rows.start / GROUP..rows.end.div_ceil(GROUP);
-    let n = x.rows();
-    for chunk in (0..n).step_by(ACT_CHUNK) {
-        let chunk_end = (chunk + ACT_CHUNK).min(n);
-        for group in groups.clone() {
-            let mut j = chunk;
-            while j < chunk_end {
-                let width = (chunk_end - j).min(4);
-                let sums = unsafe {
-                    match width {
-                        4 => group_tile::<4, MIN, WIDE>(w, group, x, j),
-                        3 => pad(group_tile::<3, MIN, WIDE>(w, group, x, j)),
-                        2 => pad(group_tile::<2, MIN, WIDE>(w, group, x, j)),
-                        _ => pad(group_tile::<1, MIN, WIDE>(w, group, x, j)),
+    // A tile of `C` activation rows at (`group`, `j`).
+    macro_rules! tile {
+        ($c:literal, $group:expr, $j:expr) => {
+            group_tile::<$c, MIN, WIDE>(w, $group, x, $j)
+        };
+    }
+    for_each_group_tile!(rows, x, out, stride, tile);
+}
+
+/// The loop nest every row-group kernel runs: activation rows in chunks of
+/// [`ACT_CHUNK`] (kept in L1 while a group's blocks stream past), then weight
+/// groups, then tiles of up to four activation rows, each stored row by row.
+/// `$tile!(C, group, j)` computes a tile of `C` rows (a local macro, so that
+/// the tile's const generics stay the caller's and everything inlines under
+/// its `target_feature`).
+macro_rules! for_each_group_tile {
+    ($rows:expr, $x:expr, $out:expr, $stride:expr, $tile:ident) => {{
+        let rows: &std::ops::Range<usize> = &$rows;
+        let groups = rows.start / GROUP..rows.end.div_ceil(GROUP);
+        let n = $x.rows();
+        for chunk in (0..n).step_by($crate::x86_q4::ACT_CHUNK) {
+            let chunk_end = (chunk + $crate::x86_q4::ACT_CHUNK).min(n);
+            for group in groups.clone() {
+                let mut j = chunk;
+                while j < chunk_end {
+                    let width = (chunk_end - j).min(4);
+                    // SAFETY: the caller's `target_feature` covers the tile's, and the shapes were checked.
+                    let sums = unsafe {
+                        match width {
+                            4 => $tile!(4, group, j),
+                            3 => $crate::x86_q4::pad($tile!(3, group, j)),
+                            2 => $crate::x86_q4::pad($tile!(2, group, j)),
+                            _ => $crate::x86_q4::pad($tile!(1, group, j)),
+                        }
+                    };
+                    for (c, lanes) in sums.iter().take(width).enumerate() {
+                        $crate::x86_q4::store_group(*lanes, group * GROUP, rows, &mut $out[(j + c) * $stride..]);
                     }
-                };
-                for (c, lanes) in sums.iter().take(width).enumerate() {
-                    store_group(*lanes, group * GROUP, &rows, &mut out[(j + c) * stride..]);
+                    j += width;
                 }
-                j += width;
             }
         }
-    }
+    }};
 }
+pub(crate) use for_each_group_tile;
 
 /// `C` results widened to four (the rest unused).
 #[target_feature(enable = "avx2")]

@@ -5,13 +5,10 @@
 //! (integer dots exact, then the same float operations in order).
 
 use crate::q6_k::{GROUP, QUANTS_AT};
-use crate::x86_q4::{pad, store_group};
+use crate::x86_q4::for_each_group_tile;
 use crate::{Q6KWeights, Q8Activations, BLOCK};
 use std::arch::x86_64::*;
 use std::ops::Range;
-
-/// Activation rows per chunk (kept in L1 while a group's blocks stream past).
-const ACT_CHUNK: usize = 32;
 
 /// See `portable::matmul_q6_k`; the caller checked the shapes, that `rows`
 /// starts on a group and that the CPU has AVX2 and FMA.
@@ -23,29 +20,13 @@ pub(crate) unsafe fn matmul_q6_k(
     out: &mut [f32],
     stride: usize,
 ) {
-    let groups = rows.start / GROUP..rows.end.div_ceil(GROUP);
-    let n = x.rows();
-    for chunk in (0..n).step_by(ACT_CHUNK) {
-        let chunk_end = (chunk + ACT_CHUNK).min(n);
-        for group in groups.clone() {
-            let mut j = chunk;
-            while j < chunk_end {
-                let width = (chunk_end - j).min(4);
-                let sums = unsafe {
-                    match width {
-                        4 => group_tile::<4>(w, group, x, j),
-                        3 => pad(group_tile::<3>(w, group, x, j)),
-                        2 => pad(group_tile::<2>(w, group, x, j)),
-                        _ => pad(group_tile::<1>(w, group, x, j)),
-                    }
-                };
-                for (c, lanes) in sums.iter().take(width).enumerate() {
-                    store_group(*lanes, group * GROUP, &rows, &mut out[(j + c) * stride..]);
-                }
-                j += width;
-            }
-        }
+    // A tile of `C` activation rows at (`group`, `j`).
+    macro_rules! tile {
+        ($c:literal, $group:expr, $j:expr) => {
+            group_tile::<$c>(w, $group, x, $j)
+        };
     }
+    for_each_group_tile!(rows, x, out, stride, tile);
 }
 
 /// The eight outputs of weight group `group` against activation rows `j0..j0 + C`.
