@@ -9,7 +9,7 @@
 
 use candle_core::quantized::{GgmlDType, QMatMul, QTensor};
 use candle_core::{Device, Module, Tensor};
-use tessera_kernels::{Format, KernelError, Path, Q8Activations, Weights};
+use tessera_kernels::{Format, Path, Q8Activations, Weights};
 
 fn random(len: usize, seed: u64) -> Vec<f32> {
     let mut state = seed;
@@ -46,46 +46,33 @@ fn candle_product(
     (bytes, x, product)
 }
 
-type Kernel<'a> = dyn Fn(Path, &Q8Activations, &mut [f32]) -> Result<(), KernelError> + 'a;
-
-/// Ours on every path equals `reference` bit for bit.
-fn assert_equal(reference: &[f32], x: &[f32], (rows, n, cols): (usize, usize, usize), kernel: &Kernel<'_>) {
-    let activations = Q8Activations::quantize(x, n, cols).unwrap();
-    for path in [Path::detect(), Path::Portable] {
-        let mut ours = vec![f32::NAN; n * rows];
-        kernel(path, &activations, &mut ours).unwrap();
-        let equal = reference.iter().zip(&ours).all(|(a, b)| a.to_bits() == b.to_bits());
-        assert!(equal, "{path:?} differs from candle at {rows}x{n}x{cols}");
+/// Ours on every path equals candle's product bit for bit, on each
+/// `(weight rows, activation rows, inner dimension)` shape.
+fn assert_equal(format: Format, dtype: GgmlDType, shapes: &[(usize, usize, usize)], seed: u64) {
+    for (i, &(rows, n, cols)) in shapes.iter().enumerate() {
+        let (bytes, x, reference) = candle_product(dtype, (rows, n, cols), seed + i as u64);
+        let weights = Weights::from_ggml(format, &bytes, rows, cols).unwrap();
+        let activations = Q8Activations::quantize(&x, n, cols).unwrap();
+        for path in [Path::detect(), Path::Portable] {
+            let mut ours = vec![f32::NAN; n * rows];
+            weights.matmul(path, 0..rows, &activations, &mut ours, rows).unwrap();
+            let equal = reference.iter().zip(&ours).all(|(a, b)| a.to_bits() == b.to_bits());
+            assert!(equal, "{format:?} {path:?} differs from candle at {rows}x{n}x{cols}");
+        }
     }
 }
 
 #[test]
 fn q8_0_products_equal_candles_bit_for_bit() {
-    // (weight rows, activation rows, inner dimension): tails of every tile, k % 256 != 0.
-    for (seed, shape) in [(37, 5, 576), (3, 1, 96), (64, 33, 1536), (5, 2, 32), (49, 7, 160)]
-        .into_iter()
-        .enumerate()
-    {
-        let (bytes, x, reference) = candle_product(GgmlDType::Q8_0, shape, seed as u64);
-        let weights = Weights::from_ggml(Format::Q8_0, &bytes, shape.0, shape.2).unwrap();
-        assert_equal(&reference, &x, shape, &|path, a, out| {
-            weights.matmul(path, 0..shape.0, a, out, shape.0)
-        });
-    }
+    // Tails of every tile, k % 256 != 0.
+    let shapes = [(37, 5, 576), (3, 1, 96), (64, 33, 1536), (5, 2, 32), (49, 7, 160)];
+    assert_equal(Format::Q8_0, GgmlDType::Q8_0, &shapes, 0);
 }
 
 #[test]
 fn q4_1_products_equal_candles_bit_for_bit() {
-    for (seed, shape) in [(40, 5, 576), (8, 1, 64), (64, 33, 1536), (24, 2, 64)]
-        .into_iter()
-        .enumerate()
-    {
-        let (bytes, x, reference) = candle_product(GgmlDType::Q4_1, shape, 50 + seed as u64);
-        let weights = Weights::from_ggml(Format::Q4_1, &bytes, shape.0, shape.2).unwrap();
-        assert_equal(&reference, &x, shape, &|path, a, out| {
-            weights.matmul(path, 0..shape.0, a, out, shape.0)
-        });
-    }
+    let shapes = [(40, 5, 576), (8, 1, 64), (64, 33, 1536), (24, 2, 64)];
+    assert_equal(Format::Q4_1, GgmlDType::Q4_1, &shapes, 50);
 }
 
 #[test]

@@ -56,9 +56,8 @@ impl Q8Activations {
             .zip(self.half_sums.iter_mut())
             .zip(self.quants.chunks_exact_mut(BLOCK))
         {
-            (*scale, *sum, *isum) = quantize_block(block, quants);
-            let half = |h: usize| quants[h * 16..][..16].iter().map(|&q| q as i32).sum();
-            *halves = [half(0), half(1)];
+            (*scale, *sum, *halves) = quantize_block(block, quants);
+            *isum = halves[0] + halves[1];
         }
         Ok(())
     }
@@ -101,18 +100,20 @@ impl Q8Activations {
 
 /// GGML's Q8_0/Q8_1 rounding: `d = max|x| / 127`, `q = round(x / d)` (half
 /// away from zero, through the reciprocal as GGML computes it); returns `d`
-/// as stored (rounded to f16), Q8_1's `s = d · Σq` (an f16 product) and `Σq`.
-fn quantize_block(x: &[f32], quants: &mut [i8]) -> (f32, f32, i32) {
+/// as stored (rounded to f16), Q8_1's `s = d · Σq` (an f16 product) and the
+/// exact `Σq` of each half block.
+fn quantize_block(x: &[f32], quants: &mut [i8]) -> (f32, f32, [i32; 2]) {
     let amax = x.iter().fold(0f32, |m, v| m.max(v.abs()));
     let d = amax / 127.0;
     let inverse = if d != 0.0 { 1.0 / d } else { 0.0 };
-    let mut sum = 0i32;
-    for (q, &v) in quants.iter_mut().zip(x) {
+    let mut halves = [0i32; 2];
+    for (i, (q, &v)) in quants.iter_mut().zip(x).enumerate() {
         *q = (v * inverse).round() as i8;
-        sum += *q as i32;
+        halves[i / (BLOCK / 2)] += *q as i32;
     }
     let d = f16::from_f32(d);
-    (d.to_f32(), (f16::from_f32(sum as f32) * d).to_f32(), sum)
+    let sum = halves[0] + halves[1];
+    (d.to_f32(), (f16::from_f32(sum as f32) * d).to_f32(), halves)
 }
 
 #[cfg(test)]
