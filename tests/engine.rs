@@ -1,6 +1,6 @@
 //! The engine on the real model: concurrent sequences produce exactly what each
-//! produces alone, cache hits (whole prompt, mid-block, on a live sequence's
-//! blocks) change nothing, preemption under block pressure changes nothing,
+//! produces alone, cache hits (whole prompt, mid-block, a previous turn's
+//! partial last block, on a live sequence's blocks) change nothing, preemption under block pressure changes nothing,
 //! a dropped stream frees its blocks, bad requests get typed errors, and the
 //! pool is back to baseline after every test.
 
@@ -111,6 +111,36 @@ fn cache_hits_change_nothing() {
     }
     let metrics = assert_baseline(&engine);
     assert!(metrics.hit_rate() > 0.5, "{metrics:?}");
+}
+
+#[test]
+fn a_continued_conversation_reuses_every_token_of_the_previous_turn() {
+    let engine = start(EngineConfig::for_tokens(4096));
+    let base = encode(&long_prompt());
+    let first = engine
+        .submit(GenerateRequest {
+            stop_at_eos: false,
+            ..GenerateRequest::greedy(base.clone(), 13)
+        })
+        .unwrap()
+        .wait()
+        .unwrap();
+    // The next turn repeats the prompt and the reply: every token whose K/V was
+    // computed (all but the last sampled one) is reused, the partial last block
+    // of the first turn included, and the output equals a cold run's.
+    let mut next = base.clone();
+    next.extend(&first.tokens);
+    next.extend(encode(&chat_prompt("And in Python?")));
+    let reused = base.len() + first.tokens.len() - 1;
+    assert_ne!(reused % 16, 0, "the first turn ends inside a block");
+    let output = engine
+        .submit(GenerateRequest::greedy(next.clone(), 12))
+        .unwrap()
+        .wait()
+        .unwrap();
+    assert_eq!(output.completion.usage.cached_tokens, reused);
+    assert_eq!(output.tokens, alone(&next, 12));
+    assert_baseline(&engine);
 }
 
 #[test]

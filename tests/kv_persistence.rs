@@ -1,6 +1,6 @@
 //! The prefix cache survives a restart: saved with its K/V rows, restored into a
 //! fresh pool and cache, a previously seen prefix is a hit with the cold logits;
-//! a file for another model, another layout, or a damaged one is refused.
+//! a file for another model, another layout or format version, or a damaged one is refused.
 
 mod common;
 
@@ -40,7 +40,12 @@ fn a_restored_cache_answers_warm_with_the_cold_logits() {
         .unwrap();
     seq.release(&mut pool);
     let saved = save_prefix_cache(&file, &pool, &kv, &fingerprint).unwrap();
-    assert_eq!(saved, base.len() / 16, "every full block of the prompt is saved");
+    assert_ne!(base.len() % 16, 0, "the prompt ends inside a block");
+    assert_eq!(
+        saved,
+        base.len().div_ceil(16),
+        "every block of the prompt is saved, the partial last one included"
+    );
 
     // Second "process": fresh pool and cache, restore, run the same prompt.
     let (mut pool, mut kv) = common::cache_for(loaded, 800);
@@ -55,7 +60,11 @@ fn a_restored_cache_answers_warm_with_the_cold_logits() {
         },
         &base,
     );
-    assert_eq!(cached, base.len() / 16 * 16, "the restored blocks are hits");
+    assert_eq!(
+        cached,
+        base.len() - 1,
+        "the restored blocks are hits, up to the last token"
+    );
     let warm = seq
         .feed(
             Runtime {
@@ -84,6 +93,14 @@ fn a_restored_cache_answers_warm_with_the_cold_logits() {
     let error = load_prefix_cache(&file, &mut other_pool, &mut other_layout, &fingerprint).unwrap_err();
     assert!(matches!(error, PersistError::Mismatch(_)), "{error}");
     let mut bytes = std::fs::read(&file).unwrap();
+    let mut older = bytes.clone();
+    older[..8].copy_from_slice(b"TESSKV01");
+    std::fs::write(&file, &older).unwrap();
+    let error = load_prefix_cache(&file, &mut pool, &mut kv, &fingerprint).unwrap_err();
+    assert!(
+        matches!(error, PersistError::Mismatch(_)),
+        "another format version: {error}"
+    );
     let middle = bytes.len() / 2;
     bytes[middle] ^= 0x40;
     std::fs::write(&file, &bytes).unwrap();

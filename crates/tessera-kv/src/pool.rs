@@ -1,5 +1,6 @@
 //! The block pool: reference-counted KV blocks, a prefix index over the full
-//! ones, and an LRU of cached blocks nobody references.
+//! ones (and the partial last block of finished sequences), and an LRU of
+//! cached blocks nobody references.
 //!
 //! Every block is in exactly one state:
 //! * **free** — no useful content, on a LIFO stack;
@@ -260,7 +261,38 @@ impl BlockPool {
     pub fn commit(&mut self, table: &BlockTable, tokens: &[u32]) {
         let full = table.num_tokens().min(tokens.len()) / self.block_size;
         let blocks = &table.blocks()[..full.min(table.blocks().len())];
-        self.index.insert(blocks, &tokens[..blocks.len() * self.block_size]);
+        let superseded = self.index.insert(blocks, &tokens[..blocks.len() * self.block_size]);
+        self.drop_cached_tails(&superseded);
+    }
+
+    /// Index the table's partial last block too (its first rows hold the tokens
+    /// after the last full block), so a prompt that continues this sequence
+    /// reuses them by copy-on-write. Call when the sequence ends, just before
+    /// releasing the table; the full blocks must be committed already.
+    pub fn commit_tail(&mut self, table: &BlockTable, tokens: &[u32]) {
+        let written = table.num_tokens().min(tokens.len());
+        let full = written / self.block_size;
+        let Some(&tail) = table.blocks().get(full) else {
+            return;
+        };
+        if written.is_multiple_of(self.block_size) {
+            return;
+        }
+        let split = full * self.block_size;
+        let superseded =
+            self.index
+                .insert_tail(&table.blocks()[..full], &tokens[..split], tail, &tokens[split..written]);
+        self.drop_cached_tails(&superseded);
+    }
+
+    /// Free redundant tails nobody references (referenced ones stay indexed until evicted).
+    fn drop_cached_tails(&mut self, tails: &[BlockId]) {
+        for &block in tails {
+            if self.lru.unlink(block) {
+                self.index.remove_subtree(block);
+                self.free.push(block);
+            }
+        }
     }
 
     /// Drop every cached block (a cold start for benchmarks); used blocks stay indexed.

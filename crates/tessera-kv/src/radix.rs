@@ -1,12 +1,18 @@
 //! The prefix index: a radix tree whose edges are block-sized token runs.
 //!
-//! Each node is one full KV block; the path from the root spells the tokens of
+//! Each node is one KV block; the path from the root spells the tokens of
 //! every block before it, so a node's K/V rows are valid for exactly one token
 //! prefix (SGLang's RadixCache, with vLLM's block granularity). Children are
 //! found through one hash map keyed by (parent node, hash of the run), and the
 //! stored run is compared before a match is accepted, so a hash collision can
 //! never return a block holding other tokens. Lookup costs O(matched blocks)
 //! map probes plus one scan of the last node's children for a partial hit.
+//!
+//! A node is *full* (a run of `block_size` tokens) or a *tail*: the partial last
+//! block of a finished sequence (`0 < len < block_size` tokens, always a leaf,
+//! not in the hash map). Tails are only ever read by partial hits, which copy
+//! their first rows; they are what lets the next turn of an agent reuse the
+//! last few tokens of the previous one instead of rounding down to a block.
 
 use crate::BlockId;
 use std::collections::HashMap;
@@ -124,9 +130,11 @@ impl RadixIndex {
     /// Index the full blocks of a sequence (`blocks[i]` holds `tokens[i*bs..(i+1)*bs]`),
     /// following the nodes it already has indexed. Every indexed block's path from
     /// the root is held by the same sequence, so a node is never less recently
-    /// used than its cached descendants. Returns the blocks newly indexed.
+    /// used than its cached descendants. Returns the tails the new blocks make
+    /// redundant (their runs are prefixes of a new full run): the pool frees the
+    /// unreferenced ones.
     pub fn insert(&mut self, blocks: &[BlockId], tokens: &[u32]) -> Vec<BlockId> {
-        let mut added = Vec::new();
+        let mut superseded = Vec::new();
         let mut node = ROOT;
         for (block, run) in blocks.iter().zip(tokens.chunks_exact(self.block_size)) {
             if let Some(existing) = self.child(node, run) {
@@ -139,14 +147,71 @@ impl RadixIndex {
                 node = existing;
                 continue;
             }
-            if self.contains(*block) {
+            if self.contains(*block) && !self.drop_own_tail(node, *block, run) {
                 // Indexed under another prefix: never index a block twice.
                 break;
             }
+            superseded.extend(self.tails_covered_by(node, run));
             node = self.add_node(node, *block, run);
-            added.push(*block);
         }
-        added
+        superseded
+    }
+
+    /// The block was indexed as a tail under `parent` and has since filled up to
+    /// `run`: drop the tail node so the block can be indexed full. `false` when
+    /// the block is indexed anywhere else or as other tokens.
+    fn drop_own_tail(&mut self, parent: NodeId, block: BlockId, run: &[u32]) -> bool {
+        let node = &self.nodes[self.node_of_block[block.index()] as usize];
+        if node.parent != parent || node.tokens.len() >= self.block_size || !run.starts_with(&node.tokens) {
+            return false;
+        }
+        self.remove_subtree(block);
+        true
+    }
+
+    /// Tail children of `parent` whose tokens are a prefix of `run` (made redundant by it).
+    fn tails_covered_by(&self, parent: NodeId, run: &[u32]) -> Vec<BlockId> {
+        self.nodes[parent as usize]
+            .children
+            .iter()
+            .map(|&c| &self.nodes[c as usize])
+            .filter(|c| c.tokens.len() < self.block_size && run.starts_with(&c.tokens))
+            .map(|c| c.block)
+            .collect()
+    }
+
+    /// Index the partial last block of a sequence: `blocks`/`tokens` are its full
+    /// blocks (already indexed, held by it), `tail` holds `tail_tokens`
+    /// (`0 < len < block_size`). Skipped when the full path is not this
+    /// sequence's, the tail block is already indexed, or a cached child already
+    /// starts with these tokens. Returns the shorter tails it makes redundant.
+    pub fn insert_tail(
+        &mut self,
+        blocks: &[BlockId],
+        tokens: &[u32],
+        tail: BlockId,
+        tail_tokens: &[u32],
+    ) -> Vec<BlockId> {
+        if tail_tokens.is_empty() || tail_tokens.len() >= self.block_size || self.contains(tail) {
+            return Vec::new();
+        }
+        let mut node = ROOT;
+        for (block, run) in blocks.iter().zip(tokens.chunks_exact(self.block_size)) {
+            match self.child(node, run) {
+                Some(existing) if self.nodes[existing as usize].block == *block => node = existing,
+                _ => return Vec::new(),
+            }
+        }
+        let covered = self.nodes[node as usize]
+            .children
+            .iter()
+            .any(|&c| self.nodes[c as usize].tokens.starts_with(tail_tokens));
+        if covered {
+            return Vec::new();
+        }
+        let superseded = self.tails_covered_by(node, tail_tokens);
+        self.add_node(node, tail, tail_tokens);
+        superseded
     }
 
     /// Every indexed block with its parent block and tokens, parents before children.
@@ -162,21 +227,38 @@ impl RadixIndex {
         out
     }
 
-    /// Index `block` holding `run` under `parent` (`None`: the root). `false` when
-    /// the parent is not indexed, the block already is, or the run is not one block long.
+    /// Index `block` holding `run` (a full block or a tail) under `parent` (`None`:
+    /// the root). `false` when the parent is not indexed or is a tail, the block
+    /// already is indexed, the run is empty or longer than a block, or a child
+    /// already holds it.
     pub fn insert_child(&mut self, parent: Option<BlockId>, block: BlockId, run: &[u32]) -> bool {
         let parent_node = match parent {
             None => ROOT,
             Some(p) => match self.node_of_block.get(p.index()) {
-                Some(&n) if n != NONE => n,
+                Some(&n) if n != NONE && !self.is_tail(n) => n,
                 _ => return false,
             },
         };
-        if run.len() != self.block_size || self.contains(block) || self.child(parent_node, run).is_some() {
+        if run.is_empty() || run.len() > self.block_size || self.contains(block) {
+            return false;
+        }
+        let duplicate = if run.len() == self.block_size {
+            self.child(parent_node, run).is_some()
+        } else {
+            self.nodes[parent_node as usize]
+                .children
+                .iter()
+                .any(|&c| self.nodes[c as usize].tokens.starts_with(run))
+        };
+        if duplicate {
             return false;
         }
         self.add_node(parent_node, block, run);
         true
+    }
+
+    fn is_tail(&self, node: NodeId) -> bool {
+        node != ROOT && self.nodes[node as usize].tokens.len() < self.block_size
     }
 
     fn add_node(&mut self, parent: NodeId, block: BlockId, run: &[u32]) -> NodeId {
@@ -197,7 +279,9 @@ impl RadixIndex {
             }
         };
         self.nodes[parent as usize].children.push(id);
-        self.children.entry((parent, hash_run(run))).or_default().push(id);
+        if run.len() == self.block_size {
+            self.children.entry((parent, hash_run(run))).or_default().push(id);
+        }
         self.node_of_block[block.index()] = id;
         id
     }
@@ -251,8 +335,21 @@ impl RadixIndex {
             if n.block.index() != b {
                 return Err(format!("block {b} maps to node {node} holding {:?}", n.block));
             }
-            if n.tokens.len() != self.block_size {
+            let in_map = self
+                .children
+                .get(&(n.parent, hash_run(&n.tokens)))
+                .is_some_and(|list| list.contains(&node));
+            if n.tokens.len() == self.block_size {
+                if !in_map {
+                    return Err(format!("full node {node} is missing from the child map"));
+                }
+            } else if n.tokens.is_empty() || n.tokens.len() > self.block_size {
                 return Err(format!("node {node} holds {} tokens", n.tokens.len()));
+            } else if in_map || !n.children.is_empty() {
+                return Err(format!("tail node {node} is in the child map or has children"));
+            }
+            if self.is_tail(n.parent) {
+                return Err(format!("node {node} hangs under a tail"));
             }
             if !self.nodes[n.parent as usize].children.contains(&node) {
                 return Err(format!("node {node} is missing from its parent's children"));

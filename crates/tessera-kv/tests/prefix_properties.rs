@@ -15,8 +15,8 @@ enum Op {
     Admit { stem: usize, cut: usize, suffix: Vec<u32> },
     /// Append a token to live sequence `seq % live`.
     Decode { seq: usize, token: u32 },
-    /// Finish (or cancel) live sequence `seq % live`.
-    Finish { seq: usize },
+    /// Finish (or cancel) live sequence `seq % live`, indexing its partial last block if `tail`.
+    Finish { seq: usize, tail: bool },
 }
 
 fn op() -> impl Strategy<Value = Op> {
@@ -27,7 +27,7 @@ fn op() -> impl Strategy<Value = Op> {
             suffix
         }),
         (any::<usize>(), 0..3u32).prop_map(|(seq, token)| Op::Decode { seq, token }),
-        any::<usize>().prop_map(|seq| Op::Finish { seq }),
+        (any::<usize>(), any::<bool>()).prop_map(|(seq, tail)| Op::Finish { seq, tail }),
     ]
 }
 
@@ -114,11 +114,14 @@ impl World {
         self.live.push(live);
     }
 
-    fn finish(&mut self, seq: usize) {
+    fn finish(&mut self, seq: usize, tail: bool) {
         if self.live.is_empty() {
             return;
         }
         let mut live = self.live.swap_remove(seq % self.live.len());
+        if tail {
+            self.pool.commit_tail(&live.table, &live.tokens);
+        }
         live.table.release(&mut self.pool).unwrap();
     }
 
@@ -179,12 +182,12 @@ proptest! {
                     world.admit(prompt)?;
                 }
                 Op::Decode { seq, token } => world.decode(seq, token),
-                Op::Finish { seq } => world.finish(seq),
+                Op::Finish { seq, tail } => world.finish(seq, tail),
             }
             world.check()?;
         }
         while !world.live.is_empty() {
-            world.finish(0);
+            world.finish(0, true);
         }
         world.check()?;
     }

@@ -3,9 +3,10 @@
 //! model's fingerprint and the KV layout. A file that does not match, or fails
 //! its checksum, is refused with a reason, never trusted.
 //!
-//! Format (little-endian): `TESSKV01`, fingerprint (u64 length + bytes),
+//! Format (little-endian): `TESSKV02`, fingerprint (u64 length + bytes),
 //! layout (u32 layers, kv heads, head dim, block size), u64 entry count, then per
-//! entry: u32 parent entry (`u32::MAX` for none), `block_size` u32 tokens, and
+//! entry: u32 parent entry (`u32::MAX` for none), u32 token count `n` (a full
+//! block, or `0 < n < block size` for a sequence's partial last block), `n` u32 tokens, and
 //! for each layer the block's K then V rows as f32; finally a u64 checksum of
 //! everything before it. Size: about 2 × layers × kv_heads × head_dim × 4 bytes per cached token.
 
@@ -15,7 +16,7 @@ use std::io::{BufWriter, Read, Write};
 use std::path::Path;
 use tessera_kv::{BlockId, BlockPool};
 
-const MAGIC: &[u8; 8] = b"TESSKV01";
+const MAGIC: &[u8; 8] = b"TESSKV02";
 
 /// Why a persisted cache was not restored (or could not be written).
 #[derive(Debug, thiserror::Error)]
@@ -94,6 +95,7 @@ pub fn save_prefix_cache(
     for (block, parent, tokens) in &entries {
         let parent = parent.and_then(|p| position.get(&p).copied()).unwrap_or(u32::MAX);
         bytes.extend_from_slice(&parent.to_le_bytes());
+        bytes.extend_from_slice(&(tokens.len() as u32).to_le_bytes());
         tokens.iter().for_each(|t| bytes.extend_from_slice(&t.to_le_bytes()));
         for layer in 0..kv.num_layers() {
             let (keys, values) = kv.block_rows(layer, *block);
@@ -183,8 +185,15 @@ pub fn load_prefix_cache(
 }
 
 fn parse(bytes: &[u8], kv: &KvCache, fingerprint: &str) -> Result<Vec<Entry>, PersistError> {
-    if bytes.len() < MAGIC.len() + 8 || &bytes[..MAGIC.len()] != MAGIC {
+    if bytes.len() < MAGIC.len() + 8 || !bytes.starts_with(&MAGIC[..6]) {
         return Err(PersistError::Corrupt("not a Tessera prefix cache file".into()));
+    }
+    if &bytes[..MAGIC.len()] != MAGIC {
+        return Err(PersistError::Mismatch(format!(
+            "format {}, this build reads {}",
+            String::from_utf8_lossy(&bytes[6..MAGIC.len()]),
+            String::from_utf8_lossy(&MAGIC[6..])
+        )));
     }
     let (body, tail) = bytes.split_at(bytes.len() - 8);
     let mut stored = [0u8; 8];
@@ -219,9 +228,14 @@ fn parse(bytes: &[u8], kv: &KvCache, fingerprint: &str) -> Result<Vec<Entry>, Pe
             p if (p as usize) < index => Some(p as usize),
             p => return Err(PersistError::Corrupt(format!("entry {index} names parent {p}"))),
         };
-        let tokens = (0..kv.layout().block_size)
-            .map(|_| r.u32())
-            .collect::<Result<Vec<_>, _>>()?;
+        let num_tokens = r.u32()? as usize;
+        if num_tokens == 0 || num_tokens > kv.layout().block_size {
+            return Err(PersistError::Corrupt(format!(
+                "entry {index} holds {num_tokens} tokens; a block holds 1 to {}",
+                kv.layout().block_size
+            )));
+        }
+        let tokens = (0..num_tokens).map(|_| r.u32()).collect::<Result<Vec<_>, _>>()?;
         let rows = (0..kv.num_layers())
             .map(|_| Ok((r.f32s(block_len)?, r.f32s(block_len)?)))
             .collect::<Result<Vec<_>, PersistError>>()?;

@@ -130,8 +130,10 @@ impl Sequence {
         }
     }
 
-    /// Return every block to the pool.
+    /// Return every block to the pool, indexing the partial last block first so
+    /// a prompt that continues this sequence reuses all of it.
     pub fn release(&mut self, pool: &mut BlockPool) {
+        pool.commit_tail(&self.table, &self.tokens);
         // The table only holds blocks it took from this pool; an error here is a bug.
         if let Err(error) = self.table.release(pool) {
             tracing::error!(%error, "releasing a sequence's blocks");

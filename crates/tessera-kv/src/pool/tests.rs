@@ -158,3 +158,85 @@ fn index_entries_round_trip_through_restore() {
     let admission = fresh.admit(&[1, 2, 7, 7, 9]);
     assert_eq!(admission.cached_tokens, 4);
 }
+
+#[test]
+fn a_finished_sequences_partial_last_block_is_reused_by_its_continuation() {
+    let mut pool = BlockPool::new(8, 4);
+    let turn: Vec<u32> = (1..=7).collect(); // one full block, then 3 tokens in the tail
+    let (_, mut table) = run(&mut pool, &turn);
+    let tail = table.blocks()[1];
+    pool.commit_tail(&table, &turn);
+    table.release(&mut pool).unwrap();
+    assert_eq!(pool.cached_tokens_of(tail), Some(&[5, 6, 7][..]));
+    pool.check_invariants().unwrap();
+    // The next turn continues the sequence: all 7 tokens are reused, the tail by copy.
+    let next: Vec<u32> = (1..=10).collect();
+    let admission = pool.admit(&next);
+    assert_eq!(admission.cached_tokens, 7);
+    assert_eq!(admission.copy.map(|c| (c.src, c.rows)), Some((tail, 3)));
+}
+
+#[test]
+fn a_longer_tail_or_a_full_block_frees_the_tails_it_covers() {
+    let mut pool = BlockPool::new(8, 4);
+    let (_, mut short) = run(&mut pool, &[1, 2, 3, 4, 5]);
+    pool.commit_tail(&short, &[1, 2, 3, 4, 5]);
+    let short_tail = short.blocks()[1];
+    short.release(&mut pool).unwrap();
+    let (_, mut long) = run(&mut pool, &[1, 2, 3, 4, 5, 6, 7]);
+    pool.commit_tail(&long, &[1, 2, 3, 4, 5, 6, 7]);
+    let long_tail = long.blocks()[1];
+    long.release(&mut pool).unwrap();
+    assert_eq!(pool.cached_tokens_of(short_tail), None, "[5] is covered by [5, 6, 7]");
+    assert_eq!(pool.cached_tokens_of(long_tail), Some(&[5, 6, 7][..]));
+    // A tail covered by an existing child is not indexed at all.
+    let (_, mut again) = run(&mut pool, &[1, 2, 3, 4, 5, 6]);
+    pool.commit_tail(&again, &[1, 2, 3, 4, 5, 6]);
+    let again_tail = again.blocks()[1];
+    again.release(&mut pool).unwrap();
+    assert_eq!(pool.cached_tokens_of(again_tail), None);
+    // A full block covering the tail frees it.
+    let (_, mut full) = run(&mut pool, &[1, 2, 3, 4, 5, 6, 7, 8, 9]);
+    assert_eq!(
+        pool.cached_tokens_of(long_tail),
+        None,
+        "[5, 6, 7] is covered by [5, 6, 7, 8]"
+    );
+    full.release(&mut pool).unwrap();
+    pool.check_invariants().unwrap();
+    assert_eq!(pool.num_cached(), 2);
+}
+
+#[test]
+fn a_tail_block_that_fills_up_is_indexed_as_a_full_block() {
+    let mut pool = BlockPool::new(8, 4);
+    let (_, mut table) = run(&mut pool, &[1, 2, 3, 4, 5, 6]);
+    pool.commit_tail(&table, &[1, 2, 3, 4, 5, 6]);
+    let tail = table.blocks()[1];
+    assert!(table.grow(&mut pool, 8));
+    pool.commit(&table, &[1, 2, 3, 4, 5, 6, 7, 8]);
+    assert_eq!(pool.cached_tokens_of(tail), Some(&[5, 6, 7, 8][..]));
+    pool.check_invariants().unwrap();
+    table.release(&mut pool).unwrap();
+    assert_eq!(pool.admit(&[1, 2, 3, 4, 5, 6, 7, 8, 9]).cached_tokens, 8);
+}
+
+#[test]
+fn tails_round_trip_through_restore() {
+    let mut pool = BlockPool::new(8, 4);
+    let (_, mut table) = run(&mut pool, &[1, 2, 3, 4, 5, 6]);
+    pool.commit_tail(&table, &[1, 2, 3, 4, 5, 6]);
+    table.release(&mut pool).unwrap();
+    let entries = pool.index_entries();
+    let persisted: Vec<(Option<usize>, Vec<u32>)> = vec![(None, entries[0].2.clone()), (Some(0), entries[1].2.clone())];
+    assert_eq!(persisted[1].1, vec![5, 6]);
+    let mut fresh = BlockPool::new(8, 4);
+    assert!(fresh.restore_entries(&persisted).iter().all(Option::is_some));
+    fresh.check_invariants().unwrap();
+    assert_eq!(fresh.admit(&[1, 2, 3, 4, 5, 6, 7]).cached_tokens, 6);
+    // A tail never gets children.
+    let mut bad = BlockPool::new(8, 4);
+    let placed = bad.restore_entries(&[(None, vec![1, 2]), (Some(0), vec![3, 4, 5, 6])]);
+    assert_eq!(placed[1], None);
+    bad.check_invariants().unwrap();
+}
