@@ -6,7 +6,7 @@ mod common;
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use tessera_kv::{BlockPool, BlockTable};
-use tessera_model::{KvCache, LoadOptions, LoadedModel, LogitsFor, ModelLocation, SeqInput};
+use tessera_model::{KvCache, KvDtype, LoadOptions, LoadedModel, LogitsFor, ModelLocation, SeqInput};
 
 fn load() -> LoadedModel {
     let path = common::model_path();
@@ -25,7 +25,7 @@ fn forward(c: &mut Criterion) {
     let loaded = load();
     let blocks = 64;
     let mut pool = BlockPool::new(blocks, 16);
-    let mut kv = KvCache::new(loaded.model.config(), blocks, 16).expect("cache");
+    let mut kv = KvCache::new(loaded.model.config(), blocks, 16, KvDtype::default()).expect("cache");
     let mut table = BlockTable::new();
     assert!(table.grow(&mut pool, 768));
     let ids = prompt(&loaded, 512);

@@ -9,7 +9,7 @@ mod common;
 use common::{chat_prompt, greedy, long_prompt, model};
 use std::time::{Duration, Instant};
 use tessera_engine::{EngineConfig, EngineError, EngineHandle, EngineMetrics, Event, FinishReason, GenerateRequest};
-use tessera_model::LoadOptions;
+use tessera_model::{KvDtype, LoadOptions};
 use tessera_sample::SamplingParams;
 
 fn start(config: EngineConfig) -> EngineHandle {
@@ -230,19 +230,24 @@ fn requests_sharing_a_new_prefix_compute_it_once() {
 }
 
 #[test]
-fn memory_per_cached_token_is_two_layers_heads_dims_floats() {
-    // 1000 tokens round up to 63 blocks of 16.
-    let engine = start(EngineConfig::for_tokens(1000));
-    let config = engine.model_config().clone();
-    let per_token = 2 * config.num_layers * config.num_kv_heads * config.head_dim * 4;
-    assert_eq!(
-        per_token,
-        2 * 30 * 3 * 64 * 4,
-        "SmolLM2-135M: 30 layers, 3 KV heads of 64"
-    );
-    let metrics = engine.metrics().wait().unwrap();
-    assert_eq!(metrics.kv_blocks_total, 63);
-    assert_eq!(metrics.kv_bytes_per_block, 16 * per_token);
+fn memory_per_cached_token_is_two_layers_heads_dims_element_bytes() {
+    for (kv_dtype, bytes) in [(KvDtype::F16, 2), (KvDtype::F32, 4)] {
+        // 1000 tokens round up to 63 blocks of 16.
+        let engine = start(EngineConfig {
+            kv_dtype,
+            ..EngineConfig::for_tokens(1000)
+        });
+        let config = engine.model_config().clone();
+        let per_token = 2 * config.num_layers * config.num_kv_heads * config.head_dim * bytes;
+        assert_eq!(
+            per_token,
+            2 * 30 * 3 * 64 * bytes,
+            "SmolLM2-135M: 30 layers, 3 KV heads of 64"
+        );
+        let metrics = engine.metrics().wait().unwrap();
+        assert_eq!(metrics.kv_blocks_total, 63);
+        assert_eq!(metrics.kv_bytes_per_block, 16 * per_token, "{kv_dtype}");
+    }
 }
 
 #[test]

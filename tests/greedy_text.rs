@@ -1,10 +1,13 @@
 //! Greedy continuations of fixed ChatML prompts on the real model are stable
-//! text; on the native Q4_1 weights they equal llama.cpp's (recorded with
-//! llama-cpp-python 0.3.36, temperature 0, on the same GGUF).
+//! text; on the native Q4_1 weights with f32 K/V they equal llama.cpp's
+//! (recorded with llama-cpp-python 0.3.36, temperature 0, on the same GGUF).
+//! llama.cpp's own f16 K/V path rounds the queries and the attention weights
+//! to f16 as well, so no f16 cache equals it bit for bit; f32 K/V is the
+//! comparison that checks the model's arithmetic.
 
 mod common;
 
-use tessera_model::LoadOptions;
+use tessera_model::{KvDtype, LoadOptions};
 
 #[test]
 fn capital_of_france_tokens_and_answer() {
@@ -50,7 +53,7 @@ fn native_q4_1_greedy_text_equals_llama_cpp() {
     });
     let prompt = "<|im_start|>system\nYou are a helpful AI assistant named SmolLM, trained by Hugging Face<|im_end|>\n\
                   <|im_start|>user\nWhat is the capital of France?<|im_end|>\n<|im_start|>assistant\n";
-    let out = common::greedy(&native, &native.tokenizer.encode(prompt).unwrap(), 30);
+    let out = common::greedy_with(&native, &native.tokenizer.encode(prompt).unwrap(), 30, KvDtype::F32);
     let text = native.tokenizer.decode(&out).unwrap();
     assert_eq!(
         text,

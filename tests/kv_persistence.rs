@@ -88,7 +88,8 @@ fn a_restored_cache_answers_warm_with_the_cold_logits() {
     let (mut pool, mut kv) = common::cache_for(loaded, 800);
     let error = load_prefix_cache(&file, &mut pool, &mut kv, "another-model").unwrap_err();
     assert!(matches!(error, PersistError::Mismatch(_)), "{error}");
-    let mut other_layout = tessera_model::KvCache::new(model.config(), 40, 8).unwrap();
+    let mut other_layout =
+        tessera_model::KvCache::new(model.config(), 40, 8, tessera_model::KvDtype::default()).unwrap();
     let mut other_pool = tessera_kv::BlockPool::new(40, 8);
     let error = load_prefix_cache(&file, &mut other_pool, &mut other_layout, &fingerprint).unwrap_err();
     assert!(matches!(error, PersistError::Mismatch(_)), "{error}");

@@ -5,7 +5,7 @@
 mod common;
 
 use tessera_kv::{BlockPool, BlockTable};
-use tessera_model::{KvCache, LoadedModel, LogitsFor, Runtime, SeqInput, Sequence};
+use tessera_model::{KvCache, KvDtype, LoadedModel, LogitsFor, Runtime, SeqInput, Sequence};
 
 /// Logits of every position of `tokens`, fed in chunks of the given sizes.
 fn logits_in_chunks(loaded: &LoadedModel, tokens: &[u32], sizes: &[usize]) -> Vec<Vec<f32>> {
@@ -130,7 +130,7 @@ fn a_ragged_batch_gives_each_sequence_its_solo_logits() {
 fn last_logits_with_table(loaded: &LoadedModel, tokens: &[u32], scramble: bool, permute: bool) -> Vec<f32> {
     let blocks = tokens.len().div_ceil(16) + 8;
     let mut pool = BlockPool::new(blocks, 16);
-    let mut kv = KvCache::new(loaded.model.config(), blocks, 16).unwrap();
+    let mut kv = KvCache::new(loaded.model.config(), blocks, 16, KvDtype::default()).unwrap();
     if scramble {
         // Take every block, give them back in an interleaved order: later tables are non-contiguous.
         let taken: Vec<_> = (0..blocks).map(|_| pool.allocate().unwrap()).collect();

@@ -11,6 +11,9 @@
 //!   last-bit differences in attention sums into whole quantization steps, so
 //!   agreement is statistical.
 //!
+//! candle keeps K/V in f32; so do these comparisons, except one dense run with
+//! Tessera's default f16 K/V, whose tolerance states what the rounding costs.
+//!
 //! Both run in one test: the dense reference needs the process-wide
 //! `CANDLE_DEQUANTIZE_ALL`, which no other test may observe.
 
@@ -21,7 +24,7 @@ use candle_core::{Device, Tensor};
 use candle_transformers::models::quantized_llama::ModelWeights;
 use std::fs::File;
 use std::path::Path;
-use tessera_model::{LoadOptions, LoadedModel, LogitsFor, Runtime, Sequence};
+use tessera_model::{KvDtype, LoadOptions, LoadedModel, LogitsFor, Runtime, Sequence};
 
 /// Copy `src` to `dst` with every Q4_1 tensor requantized to Q8_0, as Tessera's loader does.
 fn write_repacked_gguf(src: &Path, dst: &Path) {
@@ -58,8 +61,8 @@ fn reference_logits(gguf: &Path, tokens: &[u32]) -> Vec<Vec<f32>> {
         .collect()
 }
 
-fn tessera_logits(loaded: &LoadedModel, tokens: &[u32]) -> tessera_model::Logits {
-    let (mut pool, mut kv) = common::cache_for(loaded, tokens.len());
+fn tessera_logits(loaded: &LoadedModel, tokens: &[u32], kv_dtype: KvDtype) -> tessera_model::Logits {
+    let (mut pool, mut kv) = common::cache_of(loaded, tokens.len(), kv_dtype);
     let mut seq = Sequence::new();
     let runtime = Runtime {
         model: &loaded.model,
@@ -92,8 +95,13 @@ fn check_quantized(what: &str, (worst, agree): (f32, usize), positions: usize) {
     assert!(worst < 3.0, "{what}: max abs logit diff {worst}");
 }
 
-/// Dense-f32 tolerance: f32 sums in different orders (gemm vs our kernels), 30 layers.
+/// Dense-f32 tolerance with f32 K/V: f32 sums in different orders (gemm vs our kernels), 30 layers.
 const DENSE_TOLERANCE: f32 = 1e-3;
+
+/// Dense weights with f16 K/V against candle's f32 K/V: each K and V element
+/// rounded to 11 significant bits (relative error ≤ 2⁻¹¹), through 30 layers.
+/// Measured: 4.8e-2 on the 331-token prompt.
+const DENSE_F16_KV_TOLERANCE: f32 = 0.1;
 
 #[test]
 fn logits_match_candle_quantized_llama() {
@@ -102,9 +110,11 @@ fn logits_match_candle_quantized_llama() {
     let dir = std::env::temp_dir().join(format!("tessera-ref-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
 
-    // Quantized as stored, as Tessera runs by default.
+    // Quantized as stored, as Tessera runs by default. The quantized comparisons
+    // use f32 K/V, as candle does, to isolate the weights' arithmetic; the dense
+    // comparison below bounds what f16 K/V adds.
     let stored = compare(
-        &tessera_logits(common::model(), &tokens),
+        &tessera_logits(common::model(), &tokens, KvDtype::F32),
         &reference_logits(&common::model_path(), &tokens),
     );
     check_quantized("Q4_1 as stored", stored, tokens.len());
@@ -117,7 +127,7 @@ fn logits_match_candle_quantized_llama() {
         ..LoadOptions::default()
     });
     let repacked = compare(
-        &tessera_logits(&repacked_model, &tokens),
+        &tessera_logits(&repacked_model, &tokens, KvDtype::F32),
         &reference_logits(&repacked, &tokens),
     );
     check_quantized("Q8_0-repacked", repacked, tokens.len());
@@ -135,9 +145,18 @@ fn logits_match_candle_quantized_llama() {
         .unwrap();
     std::env::remove_var("CANDLE_DEQUANTIZE_ALL");
     std::fs::remove_dir_all(&dir).ok();
-    let (worst, agree) = compare(&tessera_logits(&dense, &tokens), &want);
+    let (worst16, agree16) = compare(&tessera_logits(&dense, &tokens, KvDtype::F16), &want);
     println!(
-        "dense f32: max |Δlogit| {worst:.2e}, argmax agrees at {agree}/{}",
+        "dense, f16 K/V: max |Δlogit| {worst16:.2e}, argmax agrees at {agree16}/{}",
+        tokens.len()
+    );
+    assert!(
+        worst16 < DENSE_F16_KV_TOLERANCE,
+        "f16 K/V: max abs logit diff {worst16} over tolerance {DENSE_F16_KV_TOLERANCE}"
+    );
+    let (worst, agree) = compare(&tessera_logits(&dense, &tokens, KvDtype::F32), &want);
+    println!(
+        "dense, f32 K/V: max |Δlogit| {worst:.2e}, argmax agrees at {agree}/{}",
         tokens.len()
     );
     assert_eq!(

@@ -9,7 +9,7 @@ use candle_transformers::models::{llama as reference, qwen2};
 use common::tiny::{write_tiny_model, Family};
 use std::path::Path;
 use tessera_kv::BlockPool;
-use tessera_model::{KvCache, LoadOptions, LoadedModel, LogitsFor, ModelLocation, Runtime, Sequence};
+use tessera_model::{KvCache, KvDtype, LoadOptions, LoadedModel, LogitsFor, ModelLocation, Runtime, Sequence};
 
 /// Logits at every position of `tokens`, fed one at a time to `step(token, position)`.
 fn stepwise(tokens: &[u32], mut step: impl FnMut(&Tensor, usize) -> Tensor) -> Vec<Vec<f32>> {
@@ -65,7 +65,7 @@ fn check_family(family: Family) {
 
     let blocks = 8;
     let mut pool = BlockPool::new(blocks, 4); // block size 4: the prompt spans several blocks
-    let mut kv = KvCache::new(loaded.model.config(), blocks, 4).unwrap();
+    let mut kv = KvCache::new(loaded.model.config(), blocks, 4, KvDtype::F32).unwrap();
     let mut seq = Sequence::new();
     let runtime = Runtime {
         model: &loaded.model,

@@ -399,7 +399,9 @@ async fn the_next_turn_hits_the_previous_turns_prefix() {
         json!({"role": "system", "content": "You are a weather assistant."}),
         json!({"role": "user", "content": "Weather in Lima?"}),
     ];
-    let request = |messages: &Vec<Value>| json!({"messages": messages, "tools": tools(), "tool_choice": "required", "temperature": 0, "max_tokens": 64, "parallel_tool_calls": false});
+    // A named choice: the test is about the cache, not about which tool a 135M model picks.
+    let choice = json!({"type": "function", "function": {"name": "get_weather"}});
+    let request = |messages: &Vec<Value>| json!({"messages": messages, "tools": tools(), "tool_choice": choice, "temperature": 0, "max_tokens": 64, "parallel_tool_calls": false});
     let (_, first) = post(&state, request(&messages)).await;
     let first_prompt = first["usage"]["prompt_tokens"].as_u64().unwrap();
     let call = first["choices"][0]["message"]["tool_calls"][0].clone();
@@ -411,7 +413,7 @@ async fn the_next_turn_hits_the_previous_turns_prefix() {
     let cached = second["usage"]["prompt_tokens_details"]["cached_tokens"]
         .as_u64()
         .unwrap();
-    // The required-call prefill ends turn n's prompt; everything before it is reused.
+    // The forced-call prefill ends turn n's prompt; everything before it is reused.
     assert!(
         cached + 16 >= first_prompt,
         "cached {cached} of turn n's {first_prompt} prompt tokens"

@@ -41,25 +41,41 @@ pub fn load(options: &LoadOptions) -> LoadedModel {
     LoadedModel::load(&tessera_model::ModelLocation::Gguf(path), options).expect("loading the default model")
 }
 
-/// A pool and cache big enough for `tokens` tokens at block size 16.
+/// A pool and cache (default element type) big enough for `tokens` tokens at block size 16.
 pub fn cache_for(loaded: &LoadedModel, tokens: usize) -> (BlockPool, KvCache) {
+    cache_of(loaded, tokens, tessera_model::KvDtype::default())
+}
+
+/// [`cache_for`] with K/V pools of `dtype`.
+pub fn cache_of(loaded: &LoadedModel, tokens: usize, dtype: tessera_model::KvDtype) -> (BlockPool, KvCache) {
     let blocks = tokens.div_ceil(16) + 8;
-    let kv = KvCache::new(loaded.model.config(), blocks, 16).unwrap();
+    let kv = KvCache::new(loaded.model.config(), blocks, 16, dtype).unwrap();
     (BlockPool::new(blocks, 16), kv)
 }
 
 /// Greedy continuation of `prompt` for up to `max_new` tokens (stops at a stop token).
 pub fn greedy(loaded: &LoadedModel, prompt: &[u32], max_new: usize) -> Vec<u32> {
-    greedy_run(loaded, prompt, max_new, true)
+    greedy_run(loaded, prompt, max_new, true, tessera_model::KvDtype::default())
+}
+
+/// [`greedy`] with K/V pools of `dtype`.
+pub fn greedy_with(loaded: &LoadedModel, prompt: &[u32], max_new: usize, dtype: tessera_model::KvDtype) -> Vec<u32> {
+    greedy_run(loaded, prompt, max_new, true, dtype)
 }
 
 /// Greedy continuation of `prompt` for exactly `max_new` tokens, stop tokens included.
 pub fn greedy_ignoring_eos(loaded: &LoadedModel, prompt: &[u32], max_new: usize) -> Vec<u32> {
-    greedy_run(loaded, prompt, max_new, false)
+    greedy_run(loaded, prompt, max_new, false, tessera_model::KvDtype::default())
 }
 
-fn greedy_run(loaded: &LoadedModel, prompt: &[u32], max_new: usize, stop_at_eos: bool) -> Vec<u32> {
-    let (mut pool, mut kv) = cache_for(loaded, prompt.len() + max_new);
+fn greedy_run(
+    loaded: &LoadedModel,
+    prompt: &[u32],
+    max_new: usize,
+    stop_at_eos: bool,
+    dtype: tessera_model::KvDtype,
+) -> Vec<u32> {
+    let (mut pool, mut kv) = cache_of(loaded, prompt.len() + max_new, dtype);
     let mut seq = Sequence::new();
     let model = &loaded.model;
     let mut logits = seq

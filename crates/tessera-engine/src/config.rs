@@ -4,6 +4,7 @@
 use crate::EngineError;
 use std::path::PathBuf;
 use tessera_kv::DEFAULT_BLOCK_SIZE;
+use tessera_model::KvDtype;
 
 /// How an engine is sized and scheduled.
 #[derive(Debug, Clone)]
@@ -12,6 +13,8 @@ pub struct EngineConfig {
     pub kv_blocks: usize,
     /// Token slots per block.
     pub block_size: usize,
+    /// Element type of the K/V pools (`f16`: half the memory and attention bandwidth).
+    pub kv_dtype: KvDtype,
     /// Tokens per forward pass: decode tokens plus prefill chunks. Larger values
     /// prefill faster; smaller ones bound how long a prefill delays running decodes.
     pub max_batch_tokens: usize,
@@ -39,6 +42,7 @@ impl EngineConfig {
         Self {
             kv_blocks: kv_tokens.div_ceil(DEFAULT_BLOCK_SIZE).max(1),
             block_size: DEFAULT_BLOCK_SIZE,
+            kv_dtype: KvDtype::default(),
             max_batch_tokens: 512,
             max_running: 16,
             max_waiting: 256,

@@ -49,7 +49,7 @@ impl EngineHandle {
             tokenizer,
             template,
         } = loaded;
-        let mut kv = KvCache::new(model.config(), config.kv_blocks, config.block_size)
+        let mut kv = KvCache::new(model.config(), config.kv_blocks, config.block_size, config.kv_dtype)
             .map_err(|error| EngineError::Config(error.to_string()))?;
         let mut pool = BlockPool::new(config.kv_blocks, config.block_size);
         if let (Some(dir), Some(fingerprint)) = (&config.kv_cache_dir, &config.model_fingerprint) {

@@ -1,13 +1,64 @@
-//! K/V storage for the paged cache: one pair of flat `f32` pools per layer,
-//! laid out `[block][kv_head][slot][head_dim]`, outside candle tensors.
+//! K/V storage for the paged cache: one pair of flat pools per layer, in
+//! `f16` (the default, as llama.cpp stores it) or `f32`, laid out
+//! `[block][kv_head][slot][head_dim]`, outside candle tensors.
 //!
 //! Block-major order keeps one block's rows for one KV head contiguous
-//! (`block_size × head_dim` floats), which is the tile the attention kernel
+//! (`block_size × head_dim` elements), which is the tile the attention kernel
 //! reads; block ids come from `tessera_kv::BlockPool`, which owns the bookkeeping.
-//! Memory: `2 × layers × blocks × block_size × kv_heads × head_dim × 4` bytes.
+//! Rows are rounded to `f16` once, when written (round to nearest even); the
+//! attention kernel widens them back to `f32` exactly as it reads them.
+//! Memory: `2 × layers × blocks × block_size × kv_heads × head_dim × bytes` (2 or 4).
 
 use crate::{ModelConfig, ModelError, Result};
+use half::f16;
+use half::slice::HalfFloatSliceExt;
 use tessera_kv::{BlockId, Slot};
+
+/// The element type of the K/V pools.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum KvDtype {
+    /// Half precision: half the memory and bandwidth of `f32` (the default).
+    #[default]
+    F16,
+    /// Single precision: what the forward computes, bit for bit.
+    F32,
+}
+
+impl KvDtype {
+    /// Bytes per stored element.
+    pub fn bytes(self) -> usize {
+        match self {
+            Self::F16 => 2,
+            Self::F32 => 4,
+        }
+    }
+
+    /// The name `--kv-dtype` takes.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::F16 => "f16",
+            Self::F32 => "f32",
+        }
+    }
+}
+
+impl std::fmt::Display for KvDtype {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl std::str::FromStr for KvDtype {
+    type Err = String;
+
+    fn from_str(text: &str) -> std::result::Result<Self, String> {
+        match text {
+            "f16" => Ok(Self::F16),
+            "f32" => Ok(Self::F32),
+            other => Err(format!("KV dtype '{other}' is not one of f16, f32")),
+        }
+    }
+}
 
 /// Shape of the cache, shared by every layer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -23,7 +74,7 @@ pub struct KvLayout {
 }
 
 impl KvLayout {
-    /// Floats in one block (all KV heads).
+    /// Elements in one block (all KV heads).
     pub fn block_len(&self) -> usize {
         self.num_kv_heads * self.block_size * self.head_dim
     }
@@ -41,25 +92,143 @@ impl KvLayout {
     }
 }
 
-/// One layer's key and value pools.
+/// One layer's key and value pools, `[block][kv_head][slot][head_dim]` each.
 #[derive(Debug, Clone)]
-pub struct LayerKv {
-    /// Keys, `[block][kv_head][slot][head_dim]`.
-    pub keys: Vec<f32>,
-    /// Values, same layout.
-    pub values: Vec<f32>,
+pub enum LayerKv {
+    /// Half-precision pools.
+    F16 {
+        /// Keys.
+        keys: Vec<f16>,
+        /// Values.
+        values: Vec<f16>,
+    },
+    /// Single-precision pools.
+    F32 {
+        /// Keys.
+        keys: Vec<f32>,
+        /// Values.
+        values: Vec<f32>,
+    },
+}
+
+impl LayerKv {
+    /// Zeroed pools of `len` elements each.
+    pub fn zeroed(dtype: KvDtype, len: usize) -> Self {
+        match dtype {
+            KvDtype::F16 => Self::F16 {
+                keys: vec![f16::ZERO; len],
+                values: vec![f16::ZERO; len],
+            },
+            KvDtype::F32 => Self::F32 {
+                keys: vec![0.0; len],
+                values: vec![0.0; len],
+            },
+        }
+    }
+
+    /// The pools' element type.
+    pub fn dtype(&self) -> KvDtype {
+        match self {
+            Self::F16 { .. } => KvDtype::F16,
+            Self::F32 { .. } => KvDtype::F32,
+        }
+    }
+
+    /// Elements in each pool.
+    pub fn len(&self) -> usize {
+        match self {
+            Self::F16 { keys, .. } => keys.len(),
+            Self::F32 { keys, .. } => keys.len(),
+        }
+    }
+
+    /// Whether the pools are empty.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Store `key` and `value` (equal lengths) at element offset `at`, rounding to the pool's type.
+    pub fn write(&mut self, at: usize, key: &[f32], value: &[f32]) {
+        let n = key.len();
+        match self {
+            Self::F16 { keys, values } => {
+                keys[at..at + n].convert_from_f32_slice(key);
+                values[at..at + n].convert_from_f32_slice(value);
+            }
+            Self::F32 { keys, values } => {
+                keys[at..at + n].copy_from_slice(key);
+                values[at..at + n].copy_from_slice(value);
+            }
+        }
+    }
+
+    /// Copy `len` elements of both pools from offset `from` to offset `to`.
+    fn copy_within(&mut self, from: usize, len: usize, to: usize) {
+        match self {
+            Self::F16 { keys, values } => {
+                keys.copy_within(from..from + len, to);
+                values.copy_within(from..from + len, to);
+            }
+            Self::F32 { keys, values } => {
+                keys.copy_within(from..from + len, to);
+                values.copy_within(from..from + len, to);
+            }
+        }
+    }
+
+    /// Append the little-endian bytes of `len` keys then `len` values from offset `at`.
+    fn append_le_bytes(&self, at: usize, len: usize, out: &mut Vec<u8>) {
+        match self {
+            Self::F16 { keys, values } => {
+                for x in keys[at..at + len].iter().chain(&values[at..at + len]) {
+                    out.extend_from_slice(&x.to_le_bytes());
+                }
+            }
+            Self::F32 { keys, values } => {
+                for x in keys[at..at + len].iter().chain(&values[at..at + len]) {
+                    out.extend_from_slice(&x.to_le_bytes());
+                }
+            }
+        }
+    }
+
+    /// Overwrite `len` keys then `len` values from offset `at` with little-endian `bytes`
+    /// (`2 × len × dtype bytes` of them).
+    fn read_le_bytes(&mut self, at: usize, len: usize, bytes: &[u8]) {
+        match self {
+            Self::F16 { keys, values } => {
+                let mut chunks = bytes.chunks_exact(2).map(|c| f16::from_le_bytes([c[0], c[1]]));
+                keys[at..at + len].iter_mut().zip(&mut chunks).for_each(|(x, v)| *x = v);
+                values[at..at + len]
+                    .iter_mut()
+                    .zip(&mut chunks)
+                    .for_each(|(x, v)| *x = v);
+            }
+            Self::F32 { keys, values } => {
+                let mut chunks = bytes
+                    .chunks_exact(4)
+                    .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]));
+                keys[at..at + len].iter_mut().zip(&mut chunks).for_each(|(x, v)| *x = v);
+                values[at..at + len]
+                    .iter_mut()
+                    .zip(&mut chunks)
+                    .for_each(|(x, v)| *x = v);
+            }
+        }
+    }
 }
 
 /// The whole model's K/V storage.
 #[derive(Debug, Clone)]
 pub struct KvCache {
     layout: KvLayout,
+    dtype: KvDtype,
     layers: Vec<LayerKv>,
 }
 
 impl KvCache {
     /// Zeroed storage for `num_blocks` blocks of `block_size` tokens for `config`'s model.
-    pub fn new(config: &ModelConfig, num_blocks: usize, block_size: usize) -> Result<Self> {
+    pub fn new(config: &ModelConfig, num_blocks: usize, block_size: usize, dtype: KvDtype) -> Result<Self> {
         let layout = KvLayout {
             num_blocks,
             block_size,
@@ -70,31 +239,31 @@ impl KvCache {
             .checked_mul(layout.block_len())
             .filter(|&len| len <= isize::MAX as usize / 4)
             .ok_or_else(|| ModelError::InvalidConfig(format!("KV cache of {num_blocks} blocks is too large")))?;
-        let layers = (0..config.num_layers)
-            .map(|_| LayerKv {
-                keys: vec![0.0; len],
-                values: vec![0.0; len],
-            })
-            .collect();
-        Ok(Self { layout, layers })
+        let layers = (0..config.num_layers).map(|_| LayerKv::zeroed(dtype, len)).collect();
+        Ok(Self { layout, dtype, layers })
     }
 
     /// Bytes needed per token slot across all layers (K and V).
-    pub fn bytes_per_token(config: &ModelConfig) -> usize {
-        2 * config.num_layers * config.num_kv_heads * config.head_dim * std::mem::size_of::<f32>()
+    pub fn bytes_per_token(config: &ModelConfig, dtype: KvDtype) -> usize {
+        2 * config.num_layers * config.num_kv_heads * config.head_dim * dtype.bytes()
     }
 
     /// Bytes the K/V pools hold, all layers (what the cache actually allocated).
     pub fn allocated_bytes(&self) -> usize {
         self.layers
             .iter()
-            .map(|layer| (layer.keys.len() + layer.values.len()) * std::mem::size_of::<f32>())
+            .map(|layer| 2 * layer.len() * self.dtype.bytes())
             .sum()
     }
 
     /// The cache's shape.
     pub fn layout(&self) -> KvLayout {
         self.layout
+    }
+
+    /// The pools' element type.
+    pub fn dtype(&self) -> KvDtype {
+        self.dtype
     }
 
     /// One layer's pools.
@@ -109,26 +278,31 @@ impl KvCache {
         let dim = layout.head_dim;
         for head in 0..layout.num_kv_heads {
             let at = layout.row_offset(slot.block, head, slot.offset);
-            pools.keys[at..at + dim].copy_from_slice(&key[head * dim..(head + 1) * dim]);
-            pools.values[at..at + dim].copy_from_slice(&value[head * dim..(head + 1) * dim]);
+            pools.write(
+                at,
+                &key[head * dim..(head + 1) * dim],
+                &value[head * dim..(head + 1) * dim],
+            );
         }
     }
 
-    /// One layer's K and V rows of `block` (all KV heads, every slot).
-    pub fn block_rows(&self, layer: usize, block: BlockId) -> (&[f32], &[f32]) {
+    /// Append one layer's K then V rows of `block` (all KV heads, every slot) as
+    /// little-endian bytes: `2 × block_len × dtype bytes` of them.
+    pub fn append_block_bytes(&self, layer: usize, block: BlockId, out: &mut Vec<u8>) {
         let len = self.layout.block_len();
-        let at = block.index() * len;
-        let pools = &self.layers[layer];
-        (&pools.keys[at..at + len], &pools.values[at..at + len])
+        self.layers[layer].append_le_bytes(block.index() * len, len, out);
     }
 
-    /// Overwrite one layer's K and V rows of `block` (slices of `block_len` floats).
-    pub fn set_block_rows(&mut self, layer: usize, block: BlockId, keys: &[f32], values: &[f32]) {
+    /// Overwrite one layer's K and V rows of `block` from bytes written by
+    /// [`append_block_bytes`](Self::append_block_bytes).
+    pub fn set_block_bytes(&mut self, layer: usize, block: BlockId, bytes: &[u8]) {
         let len = self.layout.block_len();
-        let at = block.index() * len;
-        let pools = &mut self.layers[layer];
-        pools.keys[at..at + len].copy_from_slice(&keys[..len]);
-        pools.values[at..at + len].copy_from_slice(&values[..len]);
+        self.layers[layer].read_le_bytes(block.index() * len, len, bytes);
+    }
+
+    /// Bytes one layer's block takes in [`append_block_bytes`](Self::append_block_bytes).
+    pub fn block_bytes_len(&self) -> usize {
+        2 * self.layout.block_len() * self.dtype.bytes()
     }
 
     /// Number of layers.
@@ -143,10 +317,7 @@ impl KvCache {
         let len = num_slots.min(layout.block_size) * layout.head_dim;
         for pools in &mut self.layers {
             for head in 0..layout.num_kv_heads {
-                let from = layout.tile_offset(src, head);
-                let to = layout.tile_offset(dst, head);
-                pools.keys.copy_within(from..from + len, to);
-                pools.values.copy_within(from..from + len, to);
+                pools.copy_within(layout.tile_offset(src, head), len, layout.tile_offset(dst, head));
             }
         }
     }

@@ -4,11 +4,12 @@
 //! its checksum, is refused with a reason, never trusted.
 //!
 //! Format (little-endian): `TESSKV02`, fingerprint (u64 length + bytes),
-//! layout (u32 layers, kv heads, head dim, block size), u64 entry count, then per
+//! layout (u32 layers, kv heads, head dim, block size, bytes per element), u64 entry count, then per
 //! entry: u32 parent entry (`u32::MAX` for none), u32 token count `n` (a full
 //! block, or `0 < n < block size` for a sequence's partial last block), `n` u32 tokens, and
-//! for each layer the block's K then V rows as f32; finally a u64 checksum of
-//! everything before it. Size: about 2 × layers × kv_heads × head_dim × 4 bytes per cached token.
+//! for each layer the block's K then V rows in the cache's element type (f16 or
+//! f32); finally a u64 checksum of everything before it. Size: about
+//! 2 × layers × kv_heads × head_dim × bytes per element, per cached token.
 
 use crate::KvCache;
 use std::hash::Hasher;
@@ -60,13 +61,14 @@ fn checksum(bytes: &[u8]) -> u64 {
     hasher.finish()
 }
 
-fn layout_words(kv: &KvCache) -> [u32; 4] {
+fn layout_words(kv: &KvCache) -> [u32; 5] {
     let l = kv.layout();
     [
         kv.num_layers() as u32,
         l.num_kv_heads as u32,
         l.head_dim as u32,
         l.block_size as u32,
+        kv.dtype().bytes() as u32,
     ]
 }
 
@@ -98,10 +100,7 @@ pub fn save_prefix_cache(
         bytes.extend_from_slice(&(tokens.len() as u32).to_le_bytes());
         tokens.iter().for_each(|t| bytes.extend_from_slice(&t.to_le_bytes()));
         for layer in 0..kv.num_layers() {
-            let (keys, values) = kv.block_rows(layer, *block);
-            keys.iter()
-                .chain(values)
-                .for_each(|v| bytes.extend_from_slice(&v.to_le_bytes()));
+            kv.append_block_bytes(layer, *block, &mut bytes);
         }
     }
     bytes.extend_from_slice(&checksum(&bytes).to_le_bytes());
@@ -126,8 +125,8 @@ struct Reader<'a> {
     at: usize,
 }
 
-impl Reader<'_> {
-    fn take(&mut self, n: usize) -> Result<&[u8], PersistError> {
+impl<'a> Reader<'a> {
+    fn take(&mut self, n: usize) -> Result<&'a [u8], PersistError> {
         let end = self.at.checked_add(n).filter(|&e| e <= self.bytes.len());
         let end = end.ok_or_else(|| PersistError::Corrupt(format!("truncated at byte {}", self.at)))?;
         let slice = &self.bytes[self.at..end];
@@ -143,19 +142,10 @@ impl Reader<'_> {
         word.copy_from_slice(self.take(8)?);
         Ok(u64::from_le_bytes(word))
     }
-    fn f32s(&mut self, n: usize) -> Result<Vec<f32>, PersistError> {
-        let b = self.take(
-            n.checked_mul(4)
-                .ok_or_else(|| PersistError::Corrupt("size overflow".into()))?,
-        )?;
-        Ok(b.chunks_exact(4)
-            .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
-            .collect())
-    }
 }
 
-/// A persisted entry: parent entry, tokens, and per layer (K, V) rows.
-type Entry = (Option<usize>, Vec<u32>, Vec<(Vec<f32>, Vec<f32>)>);
+/// A persisted entry: parent entry, tokens, and per layer the K then V rows' bytes.
+type Entry<'a> = (Option<usize>, Vec<u32>, Vec<&'a [u8]>);
 
 /// Restore a file written by [`save_prefix_cache`] into a pool and cache with
 /// free blocks. Returns the number of blocks restored (cached, evictable).
@@ -175,8 +165,8 @@ pub fn load_prefix_cache(
     let mut restored = 0;
     for (block, (_, _, rows)) in placed.iter().zip(&entries) {
         if let Some(block) = block {
-            for (layer, (keys, values)) in rows.iter().enumerate() {
-                kv.set_block_rows(layer, *block, keys, values);
+            for (layer, layer_bytes) in rows.iter().enumerate() {
+                kv.set_block_bytes(layer, *block, layer_bytes);
             }
             restored += 1;
         }
@@ -184,7 +174,7 @@ pub fn load_prefix_cache(
     Ok(restored)
 }
 
-fn parse(bytes: &[u8], kv: &KvCache, fingerprint: &str) -> Result<Vec<Entry>, PersistError> {
+fn parse<'a>(bytes: &'a [u8], kv: &KvCache, fingerprint: &str) -> Result<Vec<Entry<'a>>, PersistError> {
     if bytes.len() < MAGIC.len() + 8 || !bytes.starts_with(&MAGIC[..6]) {
         return Err(PersistError::Corrupt("not a Tessera prefix cache file".into()));
     }
@@ -212,7 +202,7 @@ fn parse(bytes: &[u8], kv: &KvCache, fingerprint: &str) -> Result<Vec<Entry>, Pe
             "written for model {stored_fingerprint}, this is {fingerprint}"
         )));
     }
-    let layout = [r.u32()?, r.u32()?, r.u32()?, r.u32()?];
+    let layout = [r.u32()?, r.u32()?, r.u32()?, r.u32()?, r.u32()?];
     if layout != layout_words(kv) {
         return Err(PersistError::Mismatch(format!(
             "KV layout {layout:?}, this cache is {:?}",
@@ -220,7 +210,7 @@ fn parse(bytes: &[u8], kv: &KvCache, fingerprint: &str) -> Result<Vec<Entry>, Pe
         )));
     }
     let count = r.u64()? as usize;
-    let block_len = kv.layout().block_len();
+    let block_bytes = kv.block_bytes_len();
     let mut entries = Vec::new();
     for index in 0..count {
         let parent = match r.u32()? {
@@ -237,7 +227,7 @@ fn parse(bytes: &[u8], kv: &KvCache, fingerprint: &str) -> Result<Vec<Entry>, Pe
         }
         let tokens = (0..num_tokens).map(|_| r.u32()).collect::<Result<Vec<_>, _>>()?;
         let rows = (0..kv.num_layers())
-            .map(|_| Ok((r.f32s(block_len)?, r.f32s(block_len)?)))
+            .map(|_| r.take(block_bytes))
             .collect::<Result<Vec<_>, PersistError>>()?;
         entries.push((parent, tokens, rows));
     }

@@ -32,7 +32,7 @@ pub use batch::{Logits, LogitsFor, SeqInput};
 pub use config::{Architecture, ModelConfig};
 pub use error::{ModelError, Result};
 pub use gguf::GgufSource;
-pub use kv_cache::{KvCache, KvLayout, LayerKv};
+pub use kv_cache::{KvCache, KvDtype, KvLayout, LayerKv};
 pub use kv_persist::{load_prefix_cache, model_fingerprint, save_prefix_cache, PersistError};
 pub use model::Model;
 pub use safetensors::HfDir;

@@ -1,7 +1,10 @@
-//! Vector primitives for the CPU kernels, with AVX2+FMA paths chosen at run
-//! time and a portable fallback. [`force_portable`] switches every call to the
-//! fallback so tests can check both paths give the same answers.
+//! Vector primitives for the CPU kernels, with AVX2+FMA(+F16C) paths chosen at
+//! run time and a portable fallback. [`force_portable`] switches every call to
+//! the fallback so tests can check both paths give the same answers. The `_f16`
+//! variants read their second operand as `f16` (the K/V cache) and widen it
+//! exactly, so they equal the `f32` primitive on the widened values.
 
+use half::f16;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 static PORTABLE_ONLY: AtomicBool = AtomicBool::new(false);
@@ -27,6 +30,7 @@ pub(crate) fn use_avx2() -> bool {
         !PORTABLE_ONLY.load(Ordering::Relaxed)
             && std::arch::is_x86_feature_detected!("avx2")
             && std::arch::is_x86_feature_detected!("fma")
+            && std::arch::is_x86_feature_detected!("f16c")
     }
     #[cfg(not(target_arch = "x86_64"))]
     {
@@ -40,7 +44,7 @@ pub fn dot(a: &[f32], b: &[f32]) -> f32 {
     debug_assert_eq!(a.len(), b.len());
     #[cfg(target_arch = "x86_64")]
     if use_avx2() {
-        // SAFETY: the CPU supports AVX2 and FMA (checked above).
+        // SAFETY: the CPU supports AVX2, FMA and F16C (checked above).
         return unsafe { avx2::dot(a, b) };
     }
     portable::dot(a, b)
@@ -52,7 +56,7 @@ pub fn axpy(y: &mut [f32], alpha: f32, x: &[f32]) {
     debug_assert_eq!(y.len(), x.len());
     #[cfg(target_arch = "x86_64")]
     if use_avx2() {
-        // SAFETY: the CPU supports AVX2 and FMA (checked above).
+        // SAFETY: the CPU supports AVX2, FMA and F16C (checked above).
         return unsafe { avx2::axpy(y, alpha, x) };
     }
     portable::axpy(y, alpha, x)
@@ -64,11 +68,36 @@ pub fn axpy(y: &mut [f32], alpha: f32, x: &[f32]) {
 pub fn axpy_rows(y: &mut [f32], alphas: &[f32], rows: &[f32]) {
     #[cfg(target_arch = "x86_64")]
     if use_avx2() {
-        // SAFETY: the CPU supports AVX2 and FMA (checked above).
+        // SAFETY: the CPU supports AVX2, FMA and F16C (checked above).
         return unsafe { avx2::axpy_rows(y, alphas, rows) };
     }
     for (alpha, row) in alphas.iter().zip(rows.chunks_exact(y.len().max(1))) {
         portable::axpy(y, *alpha, row);
+    }
+}
+
+/// [`dot`] with `b` in half precision.
+#[inline]
+pub fn dot_f16(a: &[f32], b: &[f16]) -> f32 {
+    debug_assert_eq!(a.len(), b.len());
+    #[cfg(target_arch = "x86_64")]
+    if use_avx2() {
+        // SAFETY: the CPU supports AVX2, FMA and F16C (checked above).
+        return unsafe { avx2::dot_f16(a, b) };
+    }
+    portable::dot_f16(a, b)
+}
+
+/// [`axpy_rows`] with `rows` in half precision.
+#[inline]
+pub fn axpy_rows_f16(y: &mut [f32], alphas: &[f32], rows: &[f16]) {
+    #[cfg(target_arch = "x86_64")]
+    if use_avx2() {
+        // SAFETY: the CPU supports AVX2, FMA and F16C (checked above).
+        return unsafe { avx2::axpy_rows_f16(y, alphas, rows) };
+    }
+    for (alpha, row) in alphas.iter().zip(rows.chunks_exact(y.len().max(1))) {
+        portable::axpy_f16(y, *alpha, row);
     }
 }
 
@@ -81,6 +110,7 @@ pub fn scale(y: &mut [f32], alpha: f32) {
 }
 
 mod portable {
+    use half::f16;
     /// Eight independent accumulators so the compiler can vectorize without reassociating.
     pub fn dot(a: &[f32], b: &[f32]) -> f32 {
         let mut acc = [0f32; 8];
@@ -99,90 +129,172 @@ mod portable {
             *yv += alpha * xv;
         }
     }
+
+    /// [`dot`] on `b` widened from half precision, same order.
+    pub fn dot_f16(a: &[f32], b: &[f16]) -> f32 {
+        let mut acc = [0f32; 8];
+        let chunks = a.len() / 8 * 8;
+        for (ca, cb) in a[..chunks].chunks_exact(8).zip(b[..chunks].chunks_exact(8)) {
+            for lane in 0..8 {
+                acc[lane] += ca[lane] * cb[lane].to_f32();
+            }
+        }
+        let tail: f32 = a[chunks..].iter().zip(&b[chunks..]).map(|(x, y)| x * y.to_f32()).sum();
+        acc.iter().sum::<f32>() + tail
+    }
+
+    pub fn axpy_f16(y: &mut [f32], alpha: f32, x: &[f16]) {
+        for (yv, xv) in y.iter_mut().zip(x) {
+            *yv += alpha * xv.to_f32();
+        }
+    }
 }
 
 /// The AVX2 primitives, for kernels that are themselves compiled with AVX2
 /// and FMA enabled (there they inline; called from elsewhere they do not).
+/// Each body is written once (a macro over how eight elements of the second
+/// operand load and how one widens) and built for `f32` and `f16` operands.
 #[cfg(target_arch = "x86_64")]
 pub(crate) mod avx2 {
+    use half::f16;
     use std::arch::x86_64::*;
 
-    /// See [`super::dot`]. Safety: the CPU has AVX2 and FMA.
-    #[target_feature(enable = "avx2,fma")]
+    /// Eight floats at `p`. Safety: AVX, and 8 readable floats at `p`.
+    #[target_feature(enable = "avx2,fma,f16c")]
+    #[inline]
+    unsafe fn load_f32(p: *const f32) -> __m256 {
+        _mm256_loadu_ps(p)
+    }
+
+    /// Eight halves at `p`, widened. Safety: F16C, and 8 readable halves at `p`.
+    #[target_feature(enable = "avx2,fma,f16c")]
+    #[inline]
+    unsafe fn load_f16(p: *const f16) -> __m256 {
+        _mm256_cvtph_ps(_mm_loadu_si128(p.cast()))
+    }
+
+    /// `Σ a·b` with two 8-lane FMA accumulators, a tree sum, then the scalar tail.
+    macro_rules! dot_body {
+        ($a:expr, $b:expr, $load:ident, $widen:expr) => {{
+            let n = $a.len().min($b.len());
+            let (pa, pb) = ($a.as_ptr(), $b.as_ptr());
+            let mut acc0 = _mm256_setzero_ps();
+            let mut acc1 = _mm256_setzero_ps();
+            let mut i = 0;
+            while i + 16 <= n {
+                acc0 = _mm256_fmadd_ps(_mm256_loadu_ps(pa.add(i)), $load(pb.add(i)), acc0);
+                acc1 = _mm256_fmadd_ps(_mm256_loadu_ps(pa.add(i + 8)), $load(pb.add(i + 8)), acc1);
+                i += 16;
+            }
+            if i + 8 <= n {
+                acc0 = _mm256_fmadd_ps(_mm256_loadu_ps(pa.add(i)), $load(pb.add(i)), acc0);
+                i += 8;
+            }
+            let mut sum = horizontal_sum(_mm256_add_ps(acc0, acc1));
+            while i < n {
+                sum += *pa.add(i) * $widen(*pb.add(i));
+                i += 1;
+            }
+            sum
+        }};
+    }
+
+    /// `y += alpha·x`: 8-lane FMAs, then the scalar tail (multiply, add).
+    macro_rules! axpy_body {
+        ($y:expr, $alpha:expr, $x:expr, $load:ident, $widen:expr) => {{
+            let n = $y.len().min($x.len());
+            let (py, px) = ($y.as_mut_ptr(), $x.as_ptr());
+            let va = _mm256_set1_ps($alpha);
+            let mut i = 0;
+            while i + 8 <= n {
+                let v = _mm256_fmadd_ps(va, $load(px.add(i)), _mm256_loadu_ps(py.add(i)));
+                _mm256_storeu_ps(py.add(i), v);
+                i += 8;
+            }
+            while i < n {
+                *py.add(i) += $alpha * $widen(*px.add(i));
+                i += 1;
+            }
+        }};
+    }
+
+    /// `y += Σ alphas[i]·rows[i]`: for 64-wide rows (the usual head size) `y`
+    /// stays in eight registers across the rows instead of a load and a store
+    /// per row; each element still takes one `fma(alpha, x, y)` per row in
+    /// order, so results equal one `axpy` per row.
+    macro_rules! axpy_rows_body {
+        ($y:expr, $alphas:expr, $rows:expr, $load:ident, $widen:expr) => {{
+            const WIDTH: usize = 64;
+            let width = $y.len().max(1);
+            if width != WIDTH {
+                for (alpha, row) in $alphas.iter().zip($rows.chunks_exact(width)) {
+                    axpy_body!($y, *alpha, row, $load, $widen);
+                }
+                return;
+            }
+            let py = $y.as_mut_ptr();
+            let mut acc = [_mm256_setzero_ps(); WIDTH / 8];
+            for (k, lanes) in acc.iter_mut().enumerate() {
+                *lanes = _mm256_loadu_ps(py.add(8 * k));
+            }
+            for (alpha, row) in $alphas.iter().zip($rows.chunks_exact(WIDTH)) {
+                let va = _mm256_set1_ps(*alpha);
+                for (k, lanes) in acc.iter_mut().enumerate() {
+                    *lanes = _mm256_fmadd_ps(va, $load(row.as_ptr().add(8 * k)), *lanes);
+                }
+            }
+            for (k, lanes) in acc.iter().enumerate() {
+                _mm256_storeu_ps(py.add(8 * k), *lanes);
+            }
+        }};
+    }
+
+    fn same(x: f32) -> f32 {
+        x
+    }
+
+    fn widen(x: f16) -> f32 {
+        x.to_f32()
+    }
+
+    /// See [`super::dot`]. Safety: the CPU has AVX2, FMA and F16C.
+    #[target_feature(enable = "avx2,fma,f16c")]
     #[inline]
     pub unsafe fn dot(a: &[f32], b: &[f32]) -> f32 {
-        let n = a.len().min(b.len());
-        let (pa, pb) = (a.as_ptr(), b.as_ptr());
-        let mut acc0 = _mm256_setzero_ps();
-        let mut acc1 = _mm256_setzero_ps();
-        let mut i = 0;
-        while i + 16 <= n {
-            acc0 = _mm256_fmadd_ps(_mm256_loadu_ps(pa.add(i)), _mm256_loadu_ps(pb.add(i)), acc0);
-            acc1 = _mm256_fmadd_ps(_mm256_loadu_ps(pa.add(i + 8)), _mm256_loadu_ps(pb.add(i + 8)), acc1);
-            i += 16;
-        }
-        if i + 8 <= n {
-            acc0 = _mm256_fmadd_ps(_mm256_loadu_ps(pa.add(i)), _mm256_loadu_ps(pb.add(i)), acc0);
-            i += 8;
-        }
-        let mut sum = horizontal_sum(_mm256_add_ps(acc0, acc1));
-        while i < n {
-            sum += *pa.add(i) * *pb.add(i);
-            i += 1;
-        }
-        sum
+        dot_body!(a, b, load_f32, same)
     }
 
-    /// See [`super::axpy`]. Safety: the CPU has AVX2 and FMA.
-    #[target_feature(enable = "avx2,fma")]
+    /// See [`super::dot_f16`]: [`dot`]'s order on the widened values.
+    /// Safety: the CPU has AVX2, FMA and F16C.
+    #[target_feature(enable = "avx2,fma,f16c")]
+    #[inline]
+    pub unsafe fn dot_f16(a: &[f32], b: &[f16]) -> f32 {
+        dot_body!(a, b, load_f16, widen)
+    }
+
+    /// See [`super::axpy`]. Safety: the CPU has AVX2, FMA and F16C.
+    #[target_feature(enable = "avx2,fma,f16c")]
     #[inline]
     pub unsafe fn axpy(y: &mut [f32], alpha: f32, x: &[f32]) {
-        let n = y.len().min(x.len());
-        let (py, px) = (y.as_mut_ptr(), x.as_ptr());
-        let va = _mm256_set1_ps(alpha);
-        let mut i = 0;
-        while i + 8 <= n {
-            let v = _mm256_fmadd_ps(va, _mm256_loadu_ps(px.add(i)), _mm256_loadu_ps(py.add(i)));
-            _mm256_storeu_ps(py.add(i), v);
-            i += 8;
-        }
-        while i < n {
-            *py.add(i) += alpha * *px.add(i);
-            i += 1;
-        }
+        axpy_body!(y, alpha, x, load_f32, same)
     }
 
-    /// See [`super::axpy_rows`]. For 64-wide rows (the usual head size) `y`
-    /// stays in eight registers across the rows instead of a load and a
-    /// store per row; each element still takes one `fma(alpha, x, y)` per row
-    /// in order, so results equal [`axpy`]'s. Safety: the CPU has AVX2 and FMA.
-    #[target_feature(enable = "avx2,fma")]
+    /// See [`super::axpy_rows`]. Safety: the CPU has AVX2, FMA and F16C.
+    #[target_feature(enable = "avx2,fma,f16c")]
     #[inline]
     pub unsafe fn axpy_rows(y: &mut [f32], alphas: &[f32], rows: &[f32]) {
-        const WIDTH: usize = 64;
-        if y.len() != WIDTH {
-            for (alpha, row) in alphas.iter().zip(rows.chunks_exact(y.len().max(1))) {
-                axpy(y, *alpha, row);
-            }
-            return;
-        }
-        let py = y.as_mut_ptr();
-        let mut acc = [_mm256_setzero_ps(); WIDTH / 8];
-        for (k, lanes) in acc.iter_mut().enumerate() {
-            *lanes = _mm256_loadu_ps(py.add(8 * k));
-        }
-        for (alpha, row) in alphas.iter().zip(rows.chunks_exact(WIDTH)) {
-            let va = _mm256_set1_ps(*alpha);
-            for (k, lanes) in acc.iter_mut().enumerate() {
-                *lanes = _mm256_fmadd_ps(va, _mm256_loadu_ps(row.as_ptr().add(8 * k)), *lanes);
-            }
-        }
-        for (k, lanes) in acc.iter().enumerate() {
-            _mm256_storeu_ps(py.add(8 * k), *lanes);
-        }
+        axpy_rows_body!(y, alphas, rows, load_f32, same)
     }
 
-    #[target_feature(enable = "avx2,fma")]
+    /// See [`super::axpy_rows_f16`]: [`axpy_rows`]'s arithmetic on the widened
+    /// rows. Safety: the CPU has AVX2, FMA and F16C.
+    #[target_feature(enable = "avx2,fma,f16c")]
+    #[inline]
+    pub unsafe fn axpy_rows_f16(y: &mut [f32], alphas: &[f32], rows: &[f16]) {
+        axpy_rows_body!(y, alphas, rows, load_f16, widen)
+    }
+
+    #[target_feature(enable = "avx2,fma,f16c")]
     #[inline]
     unsafe fn horizontal_sum(v: __m256) -> f32 {
         let hi = _mm256_extractf128_ps(v, 1);
@@ -211,6 +323,53 @@ mod tests {
             axpy(&mut y1, 0.5, &a);
             portable::axpy(&mut y2, 0.5, &a);
             assert!(y1.iter().zip(&y2).all(|(x, y)| (x - y).abs() < 1e-6));
+        }
+    }
+
+    /// `(dot, axpy_rows)` of `q` against `rows` through the f16 primitives and
+    /// the f32 ones on the widened rows, on one path, without the global switch.
+    fn both_precisions(avx: bool, q: &[f32], alphas: &[f32], rows16: &[f16]) -> [(f32, Vec<f32>); 2] {
+        let rows32: Vec<f32> = rows16.iter().map(|x| x.to_f32()).collect();
+        let width = q.len();
+        let (mut y16, mut y32) = (q.to_vec(), q.to_vec());
+        #[cfg(target_arch = "x86_64")]
+        if avx {
+            // SAFETY: the caller checked AVX2, FMA and F16C.
+            unsafe {
+                avx2::axpy_rows_f16(&mut y16, alphas, rows16);
+                avx2::axpy_rows(&mut y32, alphas, &rows32);
+                return [
+                    (avx2::dot_f16(q, &rows16[..width]), y16),
+                    (avx2::dot(q, &rows32[..width]), y32),
+                ];
+            }
+        }
+        for (alpha, (r16, r32)) in alphas
+            .iter()
+            .zip(rows16.chunks_exact(width).zip(rows32.chunks_exact(width)))
+        {
+            portable::axpy_f16(&mut y16, *alpha, r16);
+            portable::axpy(&mut y32, *alpha, r32);
+        }
+        [
+            (portable::dot_f16(q, &rows16[..width]), y16),
+            (portable::dot(q, &rows32[..width]), y32),
+        ]
+    }
+
+    #[test]
+    fn f16_primitives_equal_the_f32_ones_on_widened_values_on_both_paths() {
+        let paths = if use_avx2() { vec![true, false] } else { vec![false] };
+        for width in [64usize, 7, 16, 67] {
+            let rows16: Vec<f16> = (0..5 * width).map(|i| f16::from_f32((i as f32 * 0.29).sin())).collect();
+            let q: Vec<f32> = (0..width).map(|i| (i as f32 * 0.13).cos()).collect();
+            let alphas = [0.5f32, -1.25, 3.0, 0.001, 7.5];
+            for &avx in &paths {
+                let [(d16, y16), (d32, y32)] = both_precisions(avx, &q, &alphas, &rows16);
+                assert_eq!(d16.to_bits(), d32.to_bits(), "width {width} avx2={avx}");
+                let same = y16.iter().zip(&y32).all(|(a, b)| a.to_bits() == b.to_bits());
+                assert!(same, "width {width} avx2={avx}");
+            }
         }
     }
 

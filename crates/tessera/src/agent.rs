@@ -125,6 +125,7 @@ fn start_engine(args: &AgentArgs) -> Result<EngineHandle> {
     let config = EngineConfig {
         kv_cache_dir: args.kv_cache_dir.clone(),
         model_fingerprint,
+        kv_dtype: args.model.kv_dtype,
         ..EngineConfig::for_tokens(args.kv_cache_tokens)
     };
     EngineHandle::start(loaded, config).context("starting the engine")

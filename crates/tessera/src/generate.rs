@@ -164,6 +164,7 @@ fn engine_config(args: &GenerateArgs, prompt_tokens: usize, context: usize) -> R
         max_running: 1,
         kv_cache_dir: args.kv_cache_dir.clone(),
         model_fingerprint,
+        kv_dtype: args.model.kv_dtype,
         ..EngineConfig::for_tokens(kv_tokens)
     })
 }

