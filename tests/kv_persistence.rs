@@ -1,6 +1,6 @@
 //! The prefix cache survives a restart: saved with its K/V rows, restored into a
 //! fresh pool and cache, a previously seen prefix is a hit with the cold logits;
-//! a file for another model, another layout or format version, or a damaged one is refused.
+//! a file for another model, another layout, element type or format version, or a damaged one is refused.
 
 mod common;
 
@@ -93,6 +93,12 @@ fn a_restored_cache_answers_warm_with_the_cold_logits() {
     let mut other_pool = tessera_kv::BlockPool::new(40, 8);
     let error = load_prefix_cache(&file, &mut other_pool, &mut other_layout, &fingerprint).unwrap_err();
     assert!(matches!(error, PersistError::Mismatch(_)), "{error}");
+    let (mut f32_pool, mut f32_kv) = common::cache_of(loaded, 800, tessera_model::KvDtype::F32);
+    let error = load_prefix_cache(&file, &mut f32_pool, &mut f32_kv, &fingerprint).unwrap_err();
+    assert!(
+        matches!(error, PersistError::Mismatch(_)),
+        "f16 rows into an f32 cache: {error}"
+    );
     let mut bytes = std::fs::read(&file).unwrap();
     let mut older = bytes.clone();
     older[..8].copy_from_slice(b"TESSKV01");

@@ -1,5 +1,5 @@
 //! The paged forward on the real model: chunking, ragged batching and block
-//! placement must not change the logits, and the kernel must really read K/V
+//! placement must not change the logits (f16 and f32 K/V alike), and the kernel must really read K/V
 //! through the block tables (a permuted table changes the answer).
 
 mod common;
@@ -8,8 +8,8 @@ use tessera_kv::{BlockPool, BlockTable};
 use tessera_model::{KvCache, KvDtype, LoadedModel, LogitsFor, Runtime, SeqInput, Sequence};
 
 /// Logits of every position of `tokens`, fed in chunks of the given sizes.
-fn logits_in_chunks(loaded: &LoadedModel, tokens: &[u32], sizes: &[usize]) -> Vec<Vec<f32>> {
-    let (mut pool, mut kv) = common::cache_for(loaded, tokens.len());
+fn logits_in_chunks(loaded: &LoadedModel, tokens: &[u32], sizes: &[usize], dtype: KvDtype) -> Vec<Vec<f32>> {
+    let (mut pool, mut kv) = common::cache_of(loaded, tokens.len(), dtype);
     let mut seq = Sequence::new();
     let mut rows = Vec::new();
     let mut start = 0;
@@ -42,20 +42,22 @@ const CHUNK_TOLERANCE: f32 = 0.0;
 fn one_chunk_uneven_chunks_and_token_by_token_agree() {
     let loaded = common::model();
     let tokens = loaded.tokenizer.encode(&common::long_prompt()).unwrap();
-    let whole = logits_in_chunks(loaded, &tokens, &[tokens.len()]);
-    for sizes in [&[37usize, 100, 5, 16, 1][..], &[1][..]] {
-        let chunked = logits_in_chunks(loaded, &tokens, sizes);
-        let mut worst = 0f32;
-        for (pos, (a, b)) in whole.iter().zip(&chunked).enumerate() {
-            worst = worst.max(common::max_abs_diff(a, b));
-            assert_eq!(
-                common::argmax(a),
-                common::argmax(b),
-                "chunks {sizes:?}: argmax differs at {pos}"
-            );
+    for dtype in [KvDtype::F16, KvDtype::F32] {
+        let whole = logits_in_chunks(loaded, &tokens, &[tokens.len()], dtype);
+        for sizes in [&[37usize, 100, 5, 16, 1][..], &[1][..]] {
+            let chunked = logits_in_chunks(loaded, &tokens, sizes, dtype);
+            let mut worst = 0f32;
+            for (pos, (a, b)) in whole.iter().zip(&chunked).enumerate() {
+                worst = worst.max(common::max_abs_diff(a, b));
+                assert_eq!(
+                    common::argmax(a),
+                    common::argmax(b),
+                    "{dtype} chunks {sizes:?}: argmax differs at {pos}"
+                );
+            }
+            println!("{dtype} chunks {sizes:?}: max |Δlogit| {worst:.2e}");
+            assert!(worst <= CHUNK_TOLERANCE, "{dtype} chunks {sizes:?}: max diff {worst}");
         }
-        println!("chunks {sizes:?}: max |Δlogit| {worst:.2e}");
-        assert!(worst <= CHUNK_TOLERANCE, "chunks {sizes:?}: max diff {worst}");
     }
 }
 
@@ -74,7 +76,11 @@ fn a_ragged_batch_gives_each_sequence_its_solo_logits() {
         .collect();
     let solo: Vec<Vec<f32>> = tokens
         .iter()
-        .map(|t| logits_in_chunks(loaded, t, &[t.len()]).pop().unwrap())
+        .map(|t| {
+            logits_in_chunks(loaded, t, &[t.len()], KvDtype::default())
+                .pop()
+                .unwrap()
+        })
         .collect();
 
     // One forward: sequence 0 was prefilled except its last token (so it takes a

@@ -113,11 +113,12 @@ fn logits_match_candle_quantized_llama() {
     // Quantized as stored, as Tessera runs by default. The quantized comparisons
     // use f32 K/V, as candle does, to isolate the weights' arithmetic; the dense
     // comparison below bounds what f16 K/V adds.
-    let stored = compare(
-        &tessera_logits(common::model(), &tokens, KvDtype::F32),
-        &reference_logits(&common::model_path(), &tokens),
-    );
+    let reference = reference_logits(&common::model_path(), &tokens);
+    let stored = compare(&tessera_logits(common::model(), &tokens, KvDtype::F32), &reference);
     check_quantized("Q4_1 as stored", stored, tokens.len());
+    // What Tessera runs by default: Q4_1 as stored with f16 K/V.
+    let default_run = compare(&tessera_logits(common::model(), &tokens, KvDtype::F16), &reference);
+    check_quantized("Q4_1 as stored, f16 K/V", default_run, tokens.len());
 
     // Repacked to Q8_0 in both engines.
     let repacked = dir.join("repacked.gguf");
@@ -153,6 +154,11 @@ fn logits_match_candle_quantized_llama() {
     assert!(
         worst16 < DENSE_F16_KV_TOLERANCE,
         "f16 K/V: max abs logit diff {worst16} over tolerance {DENSE_F16_KV_TOLERANCE}"
+    );
+    assert_eq!(
+        agree16,
+        tokens.len(),
+        "f16 K/V: argmax must agree at every position on dense weights"
     );
     let (worst, agree) = compare(&tessera_logits(&dense, &tokens, KvDtype::F32), &want);
     println!(

@@ -6,7 +6,10 @@
 //! (`block_size × head_dim` elements), which is the tile the attention kernel
 //! reads; block ids come from `tessera_kv::BlockPool`, which owns the bookkeeping.
 //! Rows are rounded to `f16` once, when written (round to nearest even); the
-//! attention kernel widens them back to `f32` exactly as it reads them.
+//! attention kernel widens them back to `f32` exactly as it reads them. A value
+//! beyond f16's range (|x| > 65504) becomes ±inf, as in llama.cpp's f16 cache;
+//! Llama-family K/V stay orders of magnitude below it, and `--kv-dtype f32` is
+//! there for models that do not.
 //! Memory: `2 × layers × blocks × block_size × kv_heads × head_dim × bytes` (2 or 4).
 
 use crate::{ModelConfig, ModelError, Result};

@@ -150,8 +150,8 @@ mod portable {
     }
 }
 
-/// The AVX2 primitives, for kernels that are themselves compiled with AVX2
-/// and FMA enabled (there they inline; called from elsewhere they do not).
+/// The AVX2 primitives, for kernels that are themselves compiled with AVX2,
+/// FMA and F16C enabled (there they inline; called from elsewhere they do not).
 /// Each body is written once (a macro over how eight elements of the second
 /// operand load and how one widens) and built for `f32` and `f16` operands.
 #[cfg(target_arch = "x86_64")]
