@@ -162,14 +162,14 @@ pub(crate) mod avx2 {
     /// Eight floats at `p`. Safety: AVX, and 8 readable floats at `p`.
     #[target_feature(enable = "avx2,fma,f16c")]
     #[inline]
-    unsafe fn load_f32(p: *const f32) -> __m256 {
+    pub(crate) unsafe fn load_f32(p: *const f32) -> __m256 {
         _mm256_loadu_ps(p)
     }
 
     /// Eight halves at `p`, widened. Safety: F16C, and 8 readable halves at `p`.
     #[target_feature(enable = "avx2,fma,f16c")]
     #[inline]
-    unsafe fn load_f16(p: *const f16) -> __m256 {
+    pub(crate) unsafe fn load_f16(p: *const f16) -> __m256 {
         _mm256_cvtph_ps(_mm_loadu_si128(p.cast()))
     }
 
@@ -223,14 +223,11 @@ pub(crate) mod avx2 {
     /// per row; each element still takes one `fma(alpha, x, y)` per row in
     /// order, so results equal one `axpy` per row.
     macro_rules! axpy_rows_body {
-        ($y:expr, $alphas:expr, $rows:expr, $load:ident, $widen:expr) => {{
+        ($y:expr, $alphas:expr, $rows:expr, $load:ident, $any_width:ident) => {{
             const WIDTH: usize = 64;
-            let width = $y.len().max(1);
-            if width != WIDTH {
-                for (alpha, row) in $alphas.iter().zip($rows.chunks_exact(width)) {
-                    axpy_body!($y, *alpha, row, $load, $widen);
-                }
-                return;
+            if $y.len() != WIDTH {
+                // Out of line, so the 64-wide loop stays small enough to inline.
+                return $any_width($y, $alphas, $rows);
             }
             let py = $y.as_mut_ptr();
             let mut acc = [_mm256_setzero_ps(); WIDTH / 8];
@@ -283,7 +280,7 @@ pub(crate) mod avx2 {
     #[target_feature(enable = "avx2,fma,f16c")]
     #[inline]
     pub unsafe fn axpy_rows(y: &mut [f32], alphas: &[f32], rows: &[f32]) {
-        axpy_rows_body!(y, alphas, rows, load_f32, same)
+        axpy_rows_body!(y, alphas, rows, load_f32, axpy_rows_any_width)
     }
 
     /// See [`super::axpy_rows_f16`]: [`axpy_rows`]'s arithmetic on the widened
@@ -291,7 +288,25 @@ pub(crate) mod avx2 {
     #[target_feature(enable = "avx2,fma,f16c")]
     #[inline]
     pub unsafe fn axpy_rows_f16(y: &mut [f32], alphas: &[f32], rows: &[f16]) {
-        axpy_rows_body!(y, alphas, rows, load_f16, widen)
+        axpy_rows_body!(y, alphas, rows, load_f16, axpy_rows_any_width_f16)
+    }
+
+    /// [`axpy_rows`] for rows not 64 wide: one [`axpy`] per row.
+    #[target_feature(enable = "avx2,fma,f16c")]
+    #[inline(never)]
+    unsafe fn axpy_rows_any_width(y: &mut [f32], alphas: &[f32], rows: &[f32]) {
+        for (alpha, row) in alphas.iter().zip(rows.chunks_exact(y.len().max(1))) {
+            axpy_body!(y, *alpha, row, load_f32, same);
+        }
+    }
+
+    /// [`axpy_rows_f16`] for rows not 64 wide.
+    #[target_feature(enable = "avx2,fma,f16c")]
+    #[inline(never)]
+    unsafe fn axpy_rows_any_width_f16(y: &mut [f32], alphas: &[f32], rows: &[f16]) {
+        for (alpha, row) in alphas.iter().zip(rows.chunks_exact(y.len().max(1))) {
+            axpy_body!(y, *alpha, row, load_f16, widen);
+        }
     }
 
     #[target_feature(enable = "avx2,fma,f16c")]

@@ -17,15 +17,19 @@
 use crate::kv_cache::{KvLayout, LayerKv};
 use crate::parallel::for_each_chunk_mut;
 use crate::simd;
+use half::f16;
 use tessera_kv::BlockId;
 
 /// The online-softmax loop of `attend_range`, written once for every build and
-/// K/V element type (`$dot`, `$axpy_rows`: the dot product and `y += Σ a_i·x_i`
-/// to use on `$keys` and `$values`, one layer's pools). The
+/// K/V element type (`$scores`: a query head's scaled dots with a K tile, `$exp`:
+/// `exp(x − max)` of a tile's scores, `$axpy_rows`: `y += Σ a_i·x_i` over its V
+/// rows; `$keys` and `$values` are one layer's pools). The
 /// weights of a tile are computed first, then accumulated in one call (with
-/// no `exp` call in between, a 64-wide accumulator stays in registers).
+/// no `exp` call in between, a 64-wide accumulator stays in registers). The
+/// running max sits in front of the scores, so one `$exp` call also yields
+/// the rescale factor of what was accumulated so far.
 macro_rules! attend_body {
-    ($dot:expr, $axpy_rows:expr, $scale:expr, $layout:expr, $blocks:expr, $item:expr, $heads_q:expr, $keys:expr, $values:expr, $partial:expr) => {{
+    ($scores:expr, $exp:expr, $axpy_rows:expr, $scale:expr, $layout:expr, $blocks:expr, $item:expr, $heads_q:expr, $keys:expr, $values:expr, $partial:expr) => {{
         let (layout, item, partial): (KvLayout, WorkItem, &mut [f32]) = ($layout, $item, $partial);
         let dim = layout.head_dim;
         let bs = layout.block_size;
@@ -33,38 +37,38 @@ macro_rules! attend_body {
         for state in partial.chunks_exact_mut(dim + 2) {
             state[0] = f32::NEG_INFINITY;
         }
-        let mut scores = [0f32; 64];
-        let mut weights = [0f32; 64];
+        // [previous max, scores of the tile]; [rescale, weights of the tile].
+        let mut scores = [0f32; 65];
+        let mut weights = [0f32; 65];
         let (mut key, end) = item.keys;
         while key < end {
             let block = $blocks[key / bs];
             let first_slot = key % bs;
-            let slots = (bs - first_slot).min(end - key).min(scores.len());
+            let slots = (bs - first_slot).min(end - key).min(scores.len() - 1);
             let tile = layout.tile_offset(block, item.kv_head) + first_slot * dim;
             let k_tile = &$keys[tile..tile + slots * dim];
             let v_tile = &$values[tile..tile + slots * dim];
             for (g, state) in partial.chunks_exact_mut(dim + 2).enumerate() {
                 let q_head = &$heads_q[g * dim..(g + 1) * dim];
-                let mut tile_max = f32::NEG_INFINITY;
-                for (s, k_row) in k_tile.chunks_exact(dim).enumerate() {
-                    // SAFETY: the AVX2 build runs only where AVX2 and FMA exist.
-                    scores[s] = unsafe { $dot(q_head, k_row) } * $scale;
-                    tile_max = tile_max.max(scores[s]);
-                }
+                // SAFETY: the AVX2 build runs only where AVX2, FMA and F16C exist.
+                unsafe { $scores(q_head, k_tile, $scale, &mut scores[1..=slots]) };
+                let tile_max = scores[1..=slots].iter().fold(f32::NEG_INFINITY, |max, &s| max.max(s));
                 let (head, acc) = state.split_at_mut(2);
                 let new_max = head[0].max(tile_max);
-                let rescale = (head[0] - new_max).exp();
+                scores[0] = head[0];
+                // SAFETY: as above.
+                unsafe { $exp(&scores[..=slots], new_max, &mut weights[..=slots]) };
+                let rescale = weights[0];
                 if rescale != 1.0 {
                     head[1] *= rescale;
                     simd::scale(acc, rescale);
                 }
                 head[0] = new_max;
-                for (weight, score) in weights.iter_mut().zip(&scores[..slots]) {
-                    *weight = (score - new_max).exp();
-                    head[1] += *weight;
+                for weight in &weights[1..=slots] {
+                    head[1] += weight;
                 }
                 // SAFETY: as above.
-                unsafe { $axpy_rows(acc, &weights[..slots], v_tile) };
+                unsafe { $axpy_rows(acc, &weights[1..=slots], v_tile) };
             }
             key += slots;
         }
@@ -72,20 +76,54 @@ macro_rules! attend_body {
     }};
 }
 
-/// [`attend_body!`] on one layer's pools, whichever their element type:
-/// `[dot, axpy_rows]` for f16 pools, then for f32 pools.
-macro_rules! attend_layer {
-    ([$dot16:path, $axpy16:path], [$dot32:path, $axpy32:path], ($scale:expr, $layout:expr, $blocks:expr, $item:expr, $heads_q:expr, $kv:expr, $partial:expr)) => {
-        match $kv {
-            LayerKv::F16 { keys, values } => {
-                attend_body!($dot16, $axpy16, $scale, $layout, $blocks, $item, $heads_q, keys, values, $partial)
-            }
-            LayerKv::F32 { keys, values } => {
-                attend_body!($dot32, $axpy32, $scale, $layout, $blocks, $item, $heads_q, keys, values, $partial)
-            }
+/// One build of [`attend_body!`] as a function over one element type's pools
+/// (`$attr`: the build's attributes; the primitives inline where it enables
+/// their target features, and each build stays small enough for them to).
+macro_rules! attend_fn {
+    ($(#[$attr:meta])* $name:ident, $elem:ty, $scores:path, $exp:path, $axpy_rows:path) => {
+        $(#[$attr])*
+        #[allow(unused_unsafe, clippy::too_many_arguments)] // the portable builds' primitives are safe
+        unsafe fn $name(
+            scale: f32,
+            layout: KvLayout,
+            blocks: &[BlockId],
+            item: WorkItem,
+            heads_q: &[f32],
+            keys: &[$elem],
+            values: &[$elem],
+            partial: &mut [f32],
+        ) {
+            attend_body!($scores, $exp, $axpy_rows, scale, layout, blocks, item, heads_q, keys, values, partial)
         }
     };
 }
+
+attend_fn!(
+    attend_f16,
+    f16,
+    tile::scaled_dots_f16,
+    tile::exp_shifted,
+    simd::axpy_rows_f16
+);
+attend_fn!(attend_f32, f32, tile::scaled_dots, tile::exp_shifted, simd::axpy_rows);
+attend_fn!(
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx2,fma,f16c")]
+    attend_f16_avx2,
+    f16,
+    tile::avx2::scaled_dots_f16,
+    tile::avx2::exp_shifted,
+    simd::avx2::axpy_rows_f16
+);
+attend_fn!(
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx2,fma,f16c")]
+    attend_f32_avx2,
+    f32,
+    tile::avx2::scaled_dots,
+    tile::avx2::exp_shifted,
+    simd::avx2::axpy_rows
+);
 
 /// Keys per partition when a context is split.
 pub const PARTITION_TOKENS: usize = 256;
@@ -187,9 +225,8 @@ fn plan_work(seqs: &[AttentionSeq<'_>], num_kv_heads: usize) -> Vec<WorkItem> {
 
 /// Online softmax over keys `item.keys` for the `group` query heads in `heads_q`.
 /// Writes `[max, sum, acc[dim]]` per head into `partial`. The AVX2 builds of
-/// the loop inline their dot products and updates (a call per key cost a
-/// third of the attention time); every build does the same arithmetic.
-#[allow(unused_unsafe)] // the portable build's primitives are safe
+/// the loop inline their primitives (a call per key cost a third of the
+/// attention time); every build does the same arithmetic.
 fn attend_range(
     scale: f32,
     layout: KvLayout,
@@ -200,35 +237,23 @@ fn attend_range(
     partial: &mut [f32],
 ) {
     #[cfg(target_arch = "x86_64")]
-    if simd::use_avx2() {
-        // SAFETY: the CPU has AVX2, FMA and F16C (checked).
-        return unsafe { attend_range_avx2(scale, layout, blocks, item, heads_q, kv, partial) };
+    let avx2 = simd::use_avx2();
+    // SAFETY: the AVX2 builds run only where AVX2, FMA and F16C exist (checked);
+    // the portable builds have no requirement.
+    unsafe {
+        match kv {
+            #[cfg(target_arch = "x86_64")]
+            LayerKv::F16 { keys, values } if avx2 => {
+                attend_f16_avx2(scale, layout, blocks, item, heads_q, keys, values, partial)
+            }
+            #[cfg(target_arch = "x86_64")]
+            LayerKv::F32 { keys, values } if avx2 => {
+                attend_f32_avx2(scale, layout, blocks, item, heads_q, keys, values, partial)
+            }
+            LayerKv::F16 { keys, values } => attend_f16(scale, layout, blocks, item, heads_q, keys, values, partial),
+            LayerKv::F32 { keys, values } => attend_f32(scale, layout, blocks, item, heads_q, keys, values, partial),
+        }
     }
-    attend_layer!(
-        [simd::dot_f16, simd::axpy_rows_f16],
-        [simd::dot, simd::axpy_rows],
-        (scale, layout, blocks, item, heads_q, kv, partial)
-    )
-}
-
-/// [`attend_range`] compiled with AVX2, FMA and F16C, so the primitives inline.
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2,fma,f16c")]
-unsafe fn attend_range_avx2(
-    scale: f32,
-    layout: KvLayout,
-    blocks: &[BlockId],
-    item: WorkItem,
-    heads_q: &[f32],
-    kv: &LayerKv,
-    partial: &mut [f32],
-) {
-    // Paths, not closures: a closure would not inherit `target_feature`.
-    attend_layer!(
-        [simd::avx2::dot_f16, simd::avx2::axpy_rows_f16],
-        [simd::avx2::dot, simd::avx2::axpy_rows],
-        (scale, layout, blocks, item, heads_q, kv, partial)
-    )
 }
 
 /// Combine the partitions of each (row, KV head) by log-sum-exp and normalize.
@@ -257,6 +282,8 @@ fn merge_partials(items: &[WorkItem], partials: &[f32], group: usize, dim: usize
         start = end;
     }
 }
+
+mod tile;
 
 #[cfg(test)]
 mod tests;

@@ -1,0 +1,215 @@
+//! The per-tile work of the attention loop: one query head's scores against a
+//! K tile, and the softmax weights `exp(score − max)`.
+//!
+//! The portable versions are the definition: `simd::dot(q, k) · scale` per key
+//! and `f32::exp` per weight. The AVX2 versions give the same bits faster:
+//! * scores for eight keys at once: each key keeps `simd::dot`'s two FMA
+//!   accumulators, and the eight horizontal sums become one transposed
+//!   reduction that performs the same additions in the same order;
+//! * `exp` four lanes at a time in double precision, with glibc's `expf`
+//!   algorithm (ARM's optimized-routines: 32-entry table of 2^(i/32), cubic
+//!   polynomial) and the operation order and fusions of its FMA build, so a
+//!   lane equals `f32::exp` on glibc x86-64 bit for bit (tested), glibc's
+//!   underflow answers included; only overflow and NaN lanes call `f32::exp`.
+//!
+//! Bit equality matters here: the native-Q4_1 greedy text equals llama.cpp's
+//! with f32 K/V, and a last-bit change in attention flips it.
+
+use crate::simd;
+use half::f16;
+
+/// `out[k] = dot(q, keys[k·dim..(k+1)·dim]) · scale` for each key of the tile.
+pub(super) fn scaled_dots(q: &[f32], keys: &[f32], scale: f32, out: &mut [f32]) {
+    for (score, key) in out.iter_mut().zip(keys.chunks_exact(q.len().max(1))) {
+        *score = simd::dot(q, key) * scale;
+    }
+}
+
+/// [`scaled_dots`] on half-precision keys.
+pub(super) fn scaled_dots_f16(q: &[f32], keys: &[f16], scale: f32, out: &mut [f32]) {
+    for (score, key) in out.iter_mut().zip(keys.chunks_exact(q.len().max(1))) {
+        *score = simd::dot_f16(q, key) * scale;
+    }
+}
+
+/// `out[i] = exp(x[i] − shift)`.
+pub(super) fn exp_shifted(x: &[f32], shift: f32, out: &mut [f32]) {
+    for (weight, value) in out.iter_mut().zip(x) {
+        *weight = (value - shift).exp();
+    }
+}
+
+/// The AVX2 builds (callers compiled with AVX2, FMA and F16C inline them).
+#[cfg(target_arch = "x86_64")]
+pub(super) mod avx2 {
+    use crate::simd::avx2::{load_f16, load_f32};
+    use half::f16;
+    use std::arch::x86_64::*;
+    use std::sync::OnceLock;
+
+    /// Sum of four keys' two accumulators: `simd::dot`'s `acc0 + acc1` per key,
+    /// then its first two reduction steps (`lo + hi`, then lanes 0+2 and 1+3),
+    /// for four keys at once: `[b0_0, b0_1, b1_0, b1_1 | b2_0, b2_1, b3_0, b3_1]`.
+    macro_rules! four_key_partials {
+        ($q:expr, $keys:expr, $dim:expr, $load:ident) => {{
+            let (pq, pk, dim) = ($q, $keys, $dim);
+            let mut acc0 = [_mm256_setzero_ps(); 4];
+            let mut acc1 = [_mm256_setzero_ps(); 4];
+            let mut i = 0;
+            while i < dim {
+                let (q0, q1) = (_mm256_loadu_ps(pq.add(i)), _mm256_loadu_ps(pq.add(i + 8)));
+                for key in 0..4 {
+                    let row = pk.add(key * dim + i);
+                    acc0[key] = _mm256_fmadd_ps(q0, $load(row), acc0[key]);
+                    acc1[key] = _mm256_fmadd_ps(q1, $load(row.add(8)), acc1[key]);
+                }
+                i += 16;
+            }
+            let v = [0, 1, 2, 3].map(|key| _mm256_add_ps(acc0[key], acc1[key]));
+            // Lanes i and i+4 of each key: [a0 | a2] and [a1 | a3].
+            let w02 = _mm256_add_ps(
+                _mm256_permute2f128_ps::<0x20>(v[0], v[2]),
+                _mm256_permute2f128_ps::<0x31>(v[0], v[2]),
+            );
+            let w13 = _mm256_add_ps(
+                _mm256_permute2f128_ps::<0x20>(v[1], v[3]),
+                _mm256_permute2f128_ps::<0x31>(v[1], v[3]),
+            );
+            // Lanes 0+2 and 1+3 of each key's four.
+            _mm256_add_ps(_mm256_shuffle_ps::<0x44>(w02, w13), _mm256_shuffle_ps::<0xEE>(w02, w13))
+        }};
+    }
+
+    /// Scores of a tile: eight keys per step (dimension a multiple of 16),
+    /// the rest one by one with the scalar-reduction dot.
+    macro_rules! scaled_dots_body {
+        ($q:expr, $keys:expr, $scale:expr, $out:expr, $load:ident, $dot:path) => {{
+            let (q, keys, out): (&[f32], _, &mut [f32]) = ($q, $keys, $out);
+            let dim = q.len();
+            let batched = if dim > 0 && dim % 16 == 0 { out.len() / 8 * 8 } else { 0 };
+            let scale = _mm256_set1_ps($scale);
+            // [c0, c1, c4, c5 | c2, c3, c6, c7] back to key order.
+            let order = _mm256_setr_epi32(0, 1, 4, 5, 2, 3, 6, 7);
+            let mut key = 0;
+            while key < batched {
+                assert!(keys.len() >= (key + 8) * dim);
+                let low = four_key_partials!(q.as_ptr(), keys.as_ptr().add(key * dim), dim, $load);
+                let high = four_key_partials!(q.as_ptr(), keys.as_ptr().add((key + 4) * dim), dim, $load);
+                let sums = _mm256_add_ps(
+                    _mm256_shuffle_ps::<0x88>(low, high),
+                    _mm256_shuffle_ps::<0xDD>(low, high),
+                );
+                let sums = _mm256_permutevar8x32_ps(sums, order);
+                _mm256_storeu_ps(out.as_mut_ptr().add(key), _mm256_mul_ps(sums, scale));
+                key += 8;
+            }
+            for (k, score) in out.iter_mut().enumerate().skip(batched) {
+                *score = $dot(q, &keys[k * dim..(k + 1) * dim]) * $scale;
+            }
+        }};
+    }
+
+    /// See [`super::scaled_dots`]. Safety: the CPU has AVX2, FMA and F16C.
+    #[target_feature(enable = "avx2,fma,f16c")]
+    #[inline]
+    pub unsafe fn scaled_dots(q: &[f32], keys: &[f32], scale: f32, out: &mut [f32]) {
+        scaled_dots_body!(q, keys, scale, out, load_f32, crate::simd::avx2::dot)
+    }
+
+    /// See [`super::scaled_dots_f16`]. Safety: the CPU has AVX2, FMA and F16C.
+    #[target_feature(enable = "avx2,fma,f16c")]
+    #[inline]
+    pub unsafe fn scaled_dots_f16(q: &[f32], keys: &[f16], scale: f32, out: &mut [f32]) {
+        scaled_dots_body!(q, keys, scale, out, load_f16, crate::simd::avx2::dot_f16)
+    }
+
+    /// 32/ln 2, 1.5·2^52 (rounds to an integer by addition) and the polynomial
+    /// of 2^(r/32) − 1 in r, as glibc's `__exp2f_data` holds them.
+    const INV_LN2_N: f64 = f64::from_bits(0x4047_1547_652b_82fe);
+    const SHIFT: f64 = f64::from_bits(0x4338_0000_0000_0000);
+    const C0: f64 = f64::from_bits(0x3ebc_6af8_4b91_2394);
+    const C1: f64 = f64::from_bits(0x3f2e_bfce_50fa_c4f3);
+    const C2: f64 = f64::from_bits(0x3f96_2e42_ff0c_52d6);
+
+    /// glibc's `expf` outside its main path: +0 below −0x1.9fe368p6 (≈ −103.97),
+    /// the smallest subnormal below −0x1.9d1d9ep6 (≈ −103.28), and above
+    /// 0x1.62e42ep6 (≈ 88.72) overflow; between them the main path (which
+    /// the vector code computes the same way).
+    const ZERO_BELOW: f32 = f32::from_bits(0xc2cf_f1b4);
+    const TINY_BELOW: f32 = f32::from_bits(0xc2ce_8ecf);
+    const MAIN_ABOVE: f32 = f32::from_bits(0x42b1_7217);
+
+    /// `bits(2^(i/32)) − (i << 47)`: adding `k << 47` to entry `k % 32` gives 2^(k/32).
+    fn table() -> &'static [u64; 32] {
+        static TABLE: OnceLock<[u64; 32]> = OnceLock::new();
+        TABLE.get_or_init(|| std::array::from_fn(|i| 2f64.powf(i as f64 / 32.0).to_bits() - ((i as u64) << 47)))
+    }
+
+    /// `exp` of four floats widened to doubles, glibc's main path, rounded to float.
+    #[target_feature(enable = "avx2,fma,f16c")]
+    #[inline]
+    unsafe fn exp4(x: __m128, table: &[u64; 32]) -> __m128 {
+        let xd = _mm256_cvtps_pd(x);
+        let inv_ln2_n = _mm256_set1_pd(INV_LN2_N);
+        let shift = _mm256_set1_pd(SHIFT);
+        let shifted = _mm256_fmadd_pd(inv_ln2_n, xd, shift);
+        let k = _mm256_castpd_si256(shifted);
+        let kd = _mm256_sub_pd(shifted, shift);
+        let r = _mm256_fmsub_pd(inv_ln2_n, xd, kd);
+        let z = _mm256_fmadd_pd(r, _mm256_set1_pd(C0), _mm256_set1_pd(C1));
+        let r2 = _mm256_mul_pd(r, r);
+        let y = _mm256_fmadd_pd(r, _mm256_set1_pd(C2), _mm256_set1_pd(1.0));
+        let y = _mm256_fmadd_pd(z, r2, y);
+        let index = _mm256_and_si256(k, _mm256_set1_epi64x(31));
+        let entry = _mm256_i64gather_epi64::<8>(table.as_ptr().cast(), index);
+        let s = _mm256_castsi256_pd(_mm256_add_epi64(entry, _mm256_slli_epi64::<47>(k)));
+        _mm256_cvtpd_ps(_mm256_mul_pd(y, s))
+    }
+
+    /// `exp` of four floats as glibc answers it: the vector main path, its
+    /// underflow answers blended in; the mask holds the lanes (overflow, NaN)
+    /// the caller must ask libm for.
+    #[target_feature(enable = "avx2,fma,f16c")]
+    #[inline]
+    unsafe fn exp_group(v: __m128, table: &[u64; 32]) -> (__m128, i32) {
+        let below_tiny = _mm_cmplt_ps(v, _mm_set1_ps(TINY_BELOW));
+        let e = _mm_blendv_ps(exp4(v, table), _mm_set1_ps(f32::from_bits(1)), below_tiny);
+        let e = _mm_andnot_ps(_mm_cmplt_ps(v, _mm_set1_ps(ZERO_BELOW)), e);
+        let rest = !_mm_movemask_ps(_mm_cmple_ps(v, _mm_set1_ps(MAIN_ABOVE))) & 0xf;
+        (e, rest)
+    }
+
+    /// See [`super::exp_shifted`]. Safety: the CPU has AVX2, FMA and F16C.
+    #[target_feature(enable = "avx2,fma,f16c")]
+    #[inline]
+    pub unsafe fn exp_shifted(x: &[f32], shift: f32, out: &mut [f32]) {
+        let n = x.len().min(out.len());
+        let table = table();
+        let minus = _mm_set1_ps(shift);
+        let mut i = 0;
+        while i < n {
+            let lanes = (n - i).min(4);
+            let rest = if lanes == 4 {
+                let (e, rest) = exp_group(_mm_sub_ps(_mm_loadu_ps(x.as_ptr().add(i)), minus), table);
+                _mm_storeu_ps(out.as_mut_ptr().add(i), e);
+                rest
+            } else {
+                // A short last group runs on a padded copy.
+                let mut padded = [0f32; 4];
+                padded[..lanes].copy_from_slice(&x[i..i + lanes]);
+                let (e, rest) = exp_group(_mm_sub_ps(_mm_loadu_ps(padded.as_ptr()), minus), table);
+                _mm_storeu_ps(padded.as_mut_ptr(), e);
+                out[i..i + lanes].copy_from_slice(&padded[..lanes]);
+                rest
+            };
+            // Overflow and NaN (never in a softmax): ask libm.
+            for lane in (0..lanes).filter(|lane| rest & (1 << lane) != 0) {
+                out[i + lane] = (x[i + lane] - shift).exp();
+            }
+            i += lanes;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,88 @@
+//! The AVX2 tile primitives against their definitions, bit for bit.
+
+use super::*;
+
+fn noise(seed: u32, n: usize) -> Vec<f32> {
+    (0..n)
+        .map(|i| ((i as f32 + 0.5) * 0.618 + seed as f32).sin() * 1.7)
+        .collect()
+}
+
+#[cfg(target_arch = "x86_64")]
+fn avx2_available() -> bool {
+    crate::simd::use_avx2() || {
+        // Forced portable by another test: detect the hardware directly.
+        is_x86_feature_detected!("avx2") && is_x86_feature_detected!("fma") && is_x86_feature_detected!("f16c")
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+#[test]
+fn batched_scores_equal_one_dot_per_key_bit_for_bit() {
+    if !avx2_available() {
+        return; // nothing to compare: the portable path is the only one
+    }
+    for dim in [64usize, 32, 16, 128, 20, 8] {
+        for keys_in_tile in [1usize, 7, 8, 9, 16, 17] {
+            let q = noise(1, dim);
+            let keys = noise(2, dim * keys_in_tile);
+            let keys16: Vec<f16> = keys.iter().map(|&x| f16::from_f32(x)).collect();
+            let scale = 0.125f32;
+            let (mut got, mut got16) = (vec![0f32; keys_in_tile], vec![0f32; keys_in_tile]);
+            // SAFETY: AVX2, FMA and F16C are present (checked above).
+            let (want, want16): (Vec<f32>, Vec<f32>) = unsafe {
+                avx2::scaled_dots(&q, &keys, scale, &mut got);
+                avx2::scaled_dots_f16(&q, &keys16, scale, &mut got16);
+                (
+                    keys.chunks_exact(dim)
+                        .map(|k| crate::simd::avx2::dot(&q, k) * scale)
+                        .collect(),
+                    keys16
+                        .chunks_exact(dim)
+                        .map(|k| crate::simd::avx2::dot_f16(&q, k) * scale)
+                        .collect(),
+                )
+            };
+            let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+            assert_eq!(bits(&got), bits(&want), "f32 dim {dim}, {keys_in_tile} keys");
+            assert_eq!(bits(&got16), bits(&want16), "f16 dim {dim}, {keys_in_tile} keys");
+        }
+    }
+}
+
+/// glibc's `expf` is the reference the vector `exp` reproduces (other C
+/// libraries round some results differently).
+#[cfg(all(target_arch = "x86_64", target_env = "gnu"))]
+#[test]
+fn vector_exp_equals_glibc_expf_bit_for_bit() {
+    if !avx2_available() {
+        return;
+    }
+    // Every 7th float of [-104, 0] (softmax arguments are never positive), every
+    // 61st of [0, 104] with either sign, and the special values.
+    let mut inputs: Vec<f32> = (0x8000_0000u32..0xc2d0_0000).step_by(7).map(f32::from_bits).collect();
+    inputs.extend((0..0x42d0_0000u32).step_by(61).map(f32::from_bits));
+    inputs.extend([
+        f32::NEG_INFINITY,
+        f32::INFINITY,
+        f32::NAN,
+        -0.0,
+        88.7,
+        88.8,
+        -103.0,
+        -104.0,
+        -1e30,
+    ]);
+    for shift in [0.0f32, -7.25] {
+        let mut got = vec![0f32; inputs.len()];
+        // SAFETY: AVX2, FMA and F16C are present (checked above).
+        unsafe { avx2::exp_shifted(&inputs, shift, &mut got) };
+        for (x, y) in inputs.iter().zip(&got) {
+            let want = (x - shift).exp();
+            assert!(
+                want.to_bits() == y.to_bits() || (want.is_nan() && y.is_nan()),
+                "exp({x} - {shift}): {y:e} vs glibc {want:e}"
+            );
+        }
+    }
+}
