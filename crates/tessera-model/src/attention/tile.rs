@@ -9,8 +9,10 @@
 //! * `exp` four lanes at a time in double precision, with glibc's `expf`
 //!   algorithm (ARM's optimized-routines: 32-entry table of 2^(i/32), cubic
 //!   polynomial) and the operation order and fusions of its FMA build, so a
-//!   lane equals `f32::exp` on glibc x86-64 bit for bit (tested), glibc's
-//!   underflow answers included; only overflow and NaN lanes call `f32::exp`.
+//!   lane equals `f32::exp` bit for bit where that is glibc's `__expf_fma`
+//!   (x86-64 glibc ≥ 2.27 on an FMA CPU: tested), glibc's underflow answers
+//!   included; only overflow and NaN lanes call `f32::exp`. Elsewhere (musl,
+//!   macOS, glibc told to avoid FMA) the two may differ in a rare last bit.
 //!
 //! Bit equality matters here: the native-Q4_1 greedy text equals llama.cpp's
 //! with f32 K/V, and a last-bit change in attention flips it.
@@ -65,7 +67,12 @@ pub(super) mod avx2 {
                 }
                 i += 16;
             }
-            let v = [0, 1, 2, 3].map(|key| _mm256_add_ps(acc0[key], acc1[key]));
+            let v = [
+                _mm256_add_ps(acc0[0], acc1[0]),
+                _mm256_add_ps(acc0[1], acc1[1]),
+                _mm256_add_ps(acc0[2], acc1[2]),
+                _mm256_add_ps(acc0[3], acc1[3]),
+            ];
             // Lanes i and i+4 of each key: [a0 | a2] and [a1 | a3].
             let w02 = _mm256_add_ps(
                 _mm256_permute2f128_ps::<0x20>(v[0], v[2]),
@@ -90,9 +97,9 @@ pub(super) mod avx2 {
             let scale = _mm256_set1_ps($scale);
             // [c0, c1, c4, c5 | c2, c3, c6, c7] back to key order.
             let order = _mm256_setr_epi32(0, 1, 4, 5, 2, 3, 6, 7);
+            assert!(keys.len() >= batched * dim, "a K tile shorter than its scores");
             let mut key = 0;
             while key < batched {
-                assert!(keys.len() >= (key + 8) * dim);
                 let low = four_key_partials!(q.as_ptr(), keys.as_ptr().add(key * dim), dim, $load);
                 let high = four_key_partials!(q.as_ptr(), keys.as_ptr().add((key + 4) * dim), dim, $load);
                 let sums = _mm256_add_ps(
@@ -211,5 +218,5 @@ pub(super) mod avx2 {
     }
 }
 
-#[cfg(test)]
+#[cfg(all(test, target_arch = "x86_64"))]
 mod tests;
