@@ -147,7 +147,7 @@ pub(super) mod avx2 {
     const MAIN_ABOVE: f32 = f32::from_bits(0x42b1_7217);
 
     /// `bits(2^(i/32)) − (i << 47)`: adding `k << 47` to entry `k % 32` gives 2^(k/32).
-    fn table() -> &'static [u64; 32] {
+    pub(super) fn table() -> &'static [u64; 32] {
         static TABLE: OnceLock<[u64; 32]> = OnceLock::new();
         TABLE.get_or_init(|| std::array::from_fn(|i| 2f64.powf(i as f64 / 32.0).to_bits() - ((i as u64) << 47)))
     }

@@ -88,3 +88,44 @@ fn vector_exp_equals_glibc_expf_bit_for_bit() {
         }
     }
 }
+
+/// `x^32` of a little-endian multi-limb integer, by squaring five times.
+fn pow32(x: &[u64]) -> Vec<u64> {
+    let mut value = x.to_vec();
+    for _ in 0..5 {
+        let mut square = vec![0u64; value.len() * 2];
+        for (i, &a) in value.iter().enumerate() {
+            let mut carry = 0u128;
+            for (j, &b) in value.iter().enumerate() {
+                let t = square[i + j] as u128 + a as u128 * b as u128 + carry;
+                square[i + j] = t as u64;
+                carry = t >> 64;
+            }
+            square[i + value.len()] = carry as u64;
+        }
+        value = square;
+    }
+    value
+}
+
+fn bit_length(x: &[u64]) -> usize {
+    x.iter()
+        .rposition(|&limb| limb != 0)
+        .map_or(0, |top| 64 * top + 64 - x[top].leading_zeros() as usize)
+}
+
+#[test]
+fn the_exp_table_holds_two_to_the_i_over_32_correctly_rounded() {
+    // Entry i + (i << 47) = d = m·2⁻⁵² with m in [2⁵², 2⁵³). d is 2^(i/32) rounded to
+    // nearest iff (2m−1)·2⁻⁵³ ≤ 2^(i/32) ≤ (2m+1)·2⁻⁵³, i.e. raised to the 32nd
+    // power: (2m−1)³² ≤ 2^(i + 53·32) ≤ (2m+1)³², decided on bit lengths (an odd
+    // number's power is never a power of two, except 1).
+    for (i, &entry) in avx2::table().iter().enumerate() {
+        let bits = entry.wrapping_add((i as u64) << 47);
+        assert_eq!(bits >> 52, 0x3ff, "entry {i} is not in [1, 2)");
+        let m = (bits & ((1 << 52) - 1)) | (1 << 52);
+        let exponent = i + 53 * 32;
+        assert!(bit_length(&pow32(&[2 * m - 1])) <= exponent, "entry {i} is too large");
+        assert!(bit_length(&pow32(&[2 * m + 1])) > exponent, "entry {i} is too small");
+    }
+}
