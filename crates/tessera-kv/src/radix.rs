@@ -202,11 +202,7 @@ impl RadixIndex {
                 _ => return Vec::new(),
             }
         }
-        let covered = self.nodes[node as usize]
-            .children
-            .iter()
-            .any(|&c| self.nodes[c as usize].tokens.starts_with(tail_tokens));
-        if covered {
+        if self.child_covers(node, tail_tokens) {
             return Vec::new();
         }
         let superseded = self.tails_covered_by(node, tail_tokens);
@@ -245,16 +241,21 @@ impl RadixIndex {
         let duplicate = if run.len() == self.block_size {
             self.child(parent_node, run).is_some()
         } else {
-            self.nodes[parent_node as usize]
-                .children
-                .iter()
-                .any(|&c| self.nodes[c as usize].tokens.starts_with(run))
+            self.child_covers(parent_node, run)
         };
         if duplicate {
             return false;
         }
         self.add_node(parent_node, block, run);
         true
+    }
+
+    /// Whether a child of `parent` (full or tail) already holds `tail_tokens` as its prefix.
+    fn child_covers(&self, parent: NodeId, tail_tokens: &[u32]) -> bool {
+        self.nodes[parent as usize]
+            .children
+            .iter()
+            .any(|&c| self.nodes[c as usize].tokens.starts_with(tail_tokens))
     }
 
     fn is_tail(&self, node: NodeId) -> bool {
