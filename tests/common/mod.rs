@@ -49,7 +49,7 @@ pub fn cache_for(loaded: &LoadedModel, tokens: usize) -> (BlockPool, KvCache) {
 /// [`cache_for`] with K/V pools of `dtype`.
 pub fn cache_of(loaded: &LoadedModel, tokens: usize, dtype: tessera_model::KvDtype) -> (BlockPool, KvCache) {
     let blocks = tokens.div_ceil(16) + 8;
-    let kv = KvCache::new(loaded.model.config(), blocks, 16, dtype).unwrap();
+    let kv = loaded.model.new_kv_cache(blocks, 16, dtype).unwrap();
     (BlockPool::new(blocks, 16), kv)
 }
 

@@ -13,7 +13,7 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use tessera_constrain::{CallFormat, Envelope, ToolCallMatcher};
 use tessera_kv::{BlockPool, SeqId};
-use tessera_model::{ChatTemplate, KvCache, LoadedModel, ModelConfig, Tokenizer};
+use tessera_model::{ChatTemplate, LoadedModel, ModelConfig, Tokenizer};
 use tessera_sample::Sampler;
 use tokio::sync::{mpsc, oneshot};
 
@@ -49,7 +49,8 @@ impl EngineHandle {
             tokenizer,
             template,
         } = loaded;
-        let mut kv = KvCache::new(model.config(), config.kv_blocks, config.block_size, config.kv_dtype)
+        let mut kv = model
+            .new_kv_cache(config.kv_blocks, config.block_size, config.kv_dtype)
             .map_err(|error| EngineError::Config(error.to_string()))?;
         let mut pool = BlockPool::new(config.kv_blocks, config.block_size);
         if let (Some(dir), Some(fingerprint)) = (&config.kv_cache_dir, &config.model_fingerprint) {

@@ -32,6 +32,9 @@ pub(crate) fn restore(dir: &Path, fingerprint: &str, pool: &mut BlockPool, kv: &
         }
         Err(error) => {
             tracing::warn!(path = %path.display(), %error, "ignoring the persisted prefix cache");
+            // A failure while copying rows in leaves indexed blocks without their
+            // K/V: start from an empty pool (nothing else has used it yet).
+            *pool = BlockPool::new(pool.num_blocks(), pool.block_size());
             0
         }
     }

@@ -65,6 +65,17 @@ pub enum ModelError {
     /// A batch handed to the forward pass is malformed (a caller bug).
     #[error("invalid batch: {0}")]
     InvalidBatch(String),
+    /// The device could not be opened, or an operation on it failed.
+    #[error("device: {0}")]
+    Device(String),
+    /// The model and the KV cache live on different devices.
+    #[error("the model runs on {model} but the KV cache lives on {cache}")]
+    DeviceMismatch {
+        /// The model's device.
+        model: crate::DeviceSpec,
+        /// The cache's device.
+        cache: crate::DeviceSpec,
+    },
     /// An error from candle's tensor operations.
     #[error("tensor operation failed: {0}")]
     Candle(#[from] candle_core::Error),

@@ -211,6 +211,12 @@ pub fn load_gguf(path: &Path, options: &LoadOptions) -> Result<LoadedModel> {
         None => source.tokenizer()?,
     };
     let template = source.chat_template_source();
-    let model = build_model(config, &mut source, &WeightNames::gguf())?;
+    let model = build_model(
+        config,
+        &mut source,
+        &WeightNames::gguf(),
+        options.device,
+        options.dequantize,
+    )?;
     LoadedModel::assemble(model, tokenizer, template)
 }

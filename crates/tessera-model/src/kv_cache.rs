@@ -11,7 +11,9 @@
 //! Llama-family K/V stay orders of magnitude below it, and `--kv-dtype f32` is
 //! there for models that do not.
 //! Memory: `2 × layers × blocks × block_size × kv_heads × head_dim × bytes` (2 or 4).
+//! With `--device cuda` the same layout lives in device memory ([`DeviceKv`]).
 
+use crate::device::{DeviceKv, DeviceSpec};
 use crate::{ModelConfig, ModelError, Result};
 use half::f16;
 use half::slice::HalfFloatSliceExt;
@@ -77,6 +79,23 @@ pub struct KvLayout {
 }
 
 impl KvLayout {
+    /// The layout of `num_blocks` blocks of `block_size` tokens for `config`'s model,
+    /// refused when a pool's element count would not be addressable.
+    pub(crate) fn checked(config: &ModelConfig, num_blocks: usize, block_size: usize) -> Result<Self> {
+        let layout = KvLayout {
+            num_blocks,
+            block_size,
+            num_kv_heads: config.num_kv_heads,
+            head_dim: config.head_dim,
+        };
+        match num_blocks.checked_mul(layout.block_len()) {
+            Some(len) if len <= isize::MAX as usize / 4 => Ok(layout),
+            _ => Err(ModelError::InvalidConfig(format!(
+                "KV cache of {num_blocks} blocks is too large"
+            ))),
+        }
+    }
+
     /// Elements in one block (all KV heads).
     pub fn block_len(&self) -> usize {
         self.num_kv_heads * self.block_size * self.head_dim
@@ -165,6 +184,19 @@ impl LayerKv {
         }
     }
 
+    /// Store one token's K and V rows (`num_kv_heads × head_dim` each) at `slot`.
+    pub fn write_token(&mut self, layout: KvLayout, slot: Slot, key: &[f32], value: &[f32]) {
+        let dim = layout.head_dim;
+        for head in 0..layout.num_kv_heads {
+            let at = layout.row_offset(slot.block, head, slot.offset);
+            self.write(
+                at,
+                &key[head * dim..(head + 1) * dim],
+                &value[head * dim..(head + 1) * dim],
+            );
+        }
+    }
+
     /// Copy `len` elements of both pools from offset `from` to offset `to`.
     fn copy_within(&mut self, from: usize, len: usize, to: usize) {
         match self {
@@ -221,29 +253,64 @@ impl LayerKv {
     }
 }
 
-/// The whole model's K/V storage.
+/// The whole model's K/V storage, in host memory (the CPU path) or on a device.
 #[derive(Debug, Clone)]
 pub struct KvCache {
     layout: KvLayout,
     dtype: KvDtype,
-    layers: Vec<LayerKv>,
+    store: KvStore,
+}
+
+#[derive(Debug, Clone)]
+enum KvStore {
+    Host(Vec<LayerKv>),
+    Device(DeviceKv),
 }
 
 impl KvCache {
     /// Zeroed storage for `num_blocks` blocks of `block_size` tokens for `config`'s model.
     pub fn new(config: &ModelConfig, num_blocks: usize, block_size: usize, dtype: KvDtype) -> Result<Self> {
-        let layout = KvLayout {
-            num_blocks,
-            block_size,
-            num_kv_heads: config.num_kv_heads,
-            head_dim: config.head_dim,
-        };
-        let len = num_blocks
-            .checked_mul(layout.block_len())
-            .filter(|&len| len <= isize::MAX as usize / 4)
-            .ok_or_else(|| ModelError::InvalidConfig(format!("KV cache of {num_blocks} blocks is too large")))?;
+        let layout = KvLayout::checked(config, num_blocks, block_size)?;
+        let len = num_blocks * layout.block_len();
         let layers = (0..config.num_layers).map(|_| LayerKv::zeroed(dtype, len)).collect();
-        Ok(Self { layout, dtype, layers })
+        Ok(Self {
+            layout,
+            dtype,
+            store: KvStore::Host(layers),
+        })
+    }
+
+    /// Wrap device pools (see [`crate::Model::new_kv_cache`]).
+    pub(crate) fn on_device(kv: DeviceKv, layout: KvLayout, dtype: KvDtype) -> Self {
+        Self {
+            layout,
+            dtype,
+            store: KvStore::Device(kv),
+        }
+    }
+
+    /// Where the pools live.
+    pub fn device(&self) -> DeviceSpec {
+        match &self.store {
+            KvStore::Host(_) => DeviceSpec::Cpu,
+            KvStore::Device(kv) => kv.spec(),
+        }
+    }
+
+    /// The host pools, `None` when they live on a device.
+    pub(crate) fn host_layers_mut(&mut self) -> Option<&mut [LayerKv]> {
+        match &mut self.store {
+            KvStore::Host(layers) => Some(layers),
+            KvStore::Device(_) => None,
+        }
+    }
+
+    /// The device pools, `None` when they live in host memory.
+    pub(crate) fn device_pools(&self) -> Option<&DeviceKv> {
+        match &self.store {
+            KvStore::Host(_) => None,
+            KvStore::Device(kv) => Some(kv),
+        }
     }
 
     /// Bytes needed per token slot across all layers (K and V).
@@ -253,10 +320,7 @@ impl KvCache {
 
     /// Bytes the K/V pools hold, all layers (what the cache actually allocated).
     pub fn allocated_bytes(&self) -> usize {
-        self.layers
-            .iter()
-            .map(|layer| 2 * layer.len() * self.dtype.bytes())
-            .sum()
+        2 * self.num_layers() * self.layout.num_blocks * self.layout.block_len() * self.dtype.bytes()
     }
 
     /// The cache's shape.
@@ -269,38 +333,34 @@ impl KvCache {
         self.dtype
     }
 
-    /// One layer's pools.
-    pub fn layer(&self, index: usize) -> &LayerKv {
-        &self.layers[index]
-    }
-
-    /// Store one token's K and V rows (`num_kv_heads × head_dim` each) at `slot` of `layer`.
-    pub fn write(&mut self, layer: usize, slot: Slot, key: &[f32], value: &[f32]) {
-        let layout = self.layout;
-        let pools = &mut self.layers[layer];
-        let dim = layout.head_dim;
-        for head in 0..layout.num_kv_heads {
-            let at = layout.row_offset(slot.block, head, slot.offset);
-            pools.write(
-                at,
-                &key[head * dim..(head + 1) * dim],
-                &value[head * dim..(head + 1) * dim],
-            );
+    /// One layer's host pools (`None` when the pools live on a device).
+    pub fn layer(&self, index: usize) -> Option<&LayerKv> {
+        match &self.store {
+            KvStore::Host(layers) => layers.get(index),
+            KvStore::Device(_) => None,
         }
     }
 
     /// Append one layer's K then V rows of `block` (all KV heads, every slot) as
     /// little-endian bytes: `2 × block_len × dtype bytes` of them.
-    pub fn append_block_bytes(&self, layer: usize, block: BlockId, out: &mut Vec<u8>) {
+    pub fn append_block_bytes(&self, layer: usize, block: BlockId, out: &mut Vec<u8>) -> Result<()> {
         let len = self.layout.block_len();
-        self.layers[layer].append_le_bytes(block.index() * len, len, out);
+        match &self.store {
+            KvStore::Host(layers) => layers[layer].append_le_bytes(block.index() * len, len, out),
+            KvStore::Device(kv) => kv.append_block_bytes(layer, block, out)?,
+        }
+        Ok(())
     }
 
     /// Overwrite one layer's K and V rows of `block` from bytes written by
     /// [`append_block_bytes`](Self::append_block_bytes).
-    pub fn set_block_bytes(&mut self, layer: usize, block: BlockId, bytes: &[u8]) {
+    pub fn set_block_bytes(&mut self, layer: usize, block: BlockId, bytes: &[u8]) -> Result<()> {
         let len = self.layout.block_len();
-        self.layers[layer].read_le_bytes(block.index() * len, len, bytes);
+        match &mut self.store {
+            KvStore::Host(layers) => layers[layer].read_le_bytes(block.index() * len, len, bytes),
+            KvStore::Device(kv) => kv.set_block_bytes(layer, block, bytes)?,
+        }
+        Ok(())
     }
 
     /// Bytes one layer's block takes in [`append_block_bytes`](Self::append_block_bytes).
@@ -310,18 +370,28 @@ impl KvCache {
 
     /// Number of layers.
     pub fn num_layers(&self) -> usize {
-        self.layers.len()
+        match &self.store {
+            KvStore::Host(layers) => layers.len(),
+            KvStore::Device(kv) => kv.num_layers(),
+        }
     }
 
     /// Copy the first `num_slots` token rows of `src` into `dst`, in every layer
-    /// (copy-on-write of a partially shared block).
-    pub fn copy_block_prefix(&mut self, src: BlockId, dst: BlockId, num_slots: usize) {
+    /// (copy-on-write of a partially shared block). On a device the whole block is
+    /// copied (the rows past `num_slots` are written before they are read).
+    pub fn copy_block_prefix(&mut self, src: BlockId, dst: BlockId, num_slots: usize) -> Result<()> {
         let layout = self.layout;
         let len = num_slots.min(layout.block_size) * layout.head_dim;
-        for pools in &mut self.layers {
-            for head in 0..layout.num_kv_heads {
-                pools.copy_within(layout.tile_offset(src, head), len, layout.tile_offset(dst, head));
+        match &mut self.store {
+            KvStore::Host(layers) => {
+                for pools in layers {
+                    for head in 0..layout.num_kv_heads {
+                        pools.copy_within(layout.tile_offset(src, head), len, layout.tile_offset(dst, head));
+                    }
+                }
             }
+            KvStore::Device(kv) => kv.copy_block(src, dst)?,
         }
+        Ok(())
     }
 }

@@ -36,6 +36,9 @@ pub enum PersistError {
     /// The file is damaged.
     #[error("prefix cache file is corrupt: {0}")]
     Corrupt(String),
+    /// Copying K/V rows to or from the device failed.
+    #[error("prefix cache: {0}")]
+    Device(String),
 }
 
 /// A fingerprint of a model file's bytes (size + a hash of the whole content).
@@ -100,7 +103,8 @@ pub fn save_prefix_cache(
         bytes.extend_from_slice(&(tokens.len() as u32).to_le_bytes());
         tokens.iter().for_each(|t| bytes.extend_from_slice(&t.to_le_bytes()));
         for layer in 0..kv.num_layers() {
-            kv.append_block_bytes(layer, *block, &mut bytes);
+            kv.append_block_bytes(layer, *block, &mut bytes)
+                .map_err(|error| PersistError::Device(error.to_string()))?;
         }
     }
     bytes.extend_from_slice(&checksum(&bytes).to_le_bytes());
@@ -166,7 +170,8 @@ pub fn load_prefix_cache(
     for (block, (_, _, rows)) in placed.iter().zip(&entries) {
         if let Some(block) = block {
             for (layer, layer_bytes) in rows.iter().enumerate() {
-                kv.set_block_bytes(layer, *block, layer_bytes);
+                kv.set_block_bytes(layer, *block, layer_bytes)
+                    .map_err(|error| PersistError::Device(error.to_string()))?;
             }
             restored += 1;
         }

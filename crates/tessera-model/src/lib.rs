@@ -9,7 +9,9 @@
 
 pub mod attention;
 mod batch;
+mod compute;
 mod config;
+pub mod device;
 mod error;
 mod gguf;
 mod kv_cache;
@@ -29,12 +31,13 @@ mod tokenizer;
 mod weights;
 
 pub use batch::{Logits, LogitsFor, SeqInput};
+pub use compute::Model;
 pub use config::{Architecture, ModelConfig};
+pub use device::{DeviceError, DeviceSpec};
 pub use error::{ModelError, Result};
 pub use gguf::GgufSource;
 pub use kv_cache::{KvCache, KvDtype, KvLayout, LayerKv};
 pub use kv_persist::{load_prefix_cache, model_fingerprint, save_prefix_cache, PersistError};
-pub use model::Model;
 pub use safetensors::HfDir;
 pub use sequence::{Runtime, Sequence};
 pub use source::{hf_hub_cache_dir, load_spec, resolve_offline, resolve_offline_in, ModelLocation, ResolveError};
@@ -56,6 +59,8 @@ pub struct LoadOptions {
     pub dequantize: bool,
     /// Use this `tokenizer.json` instead of the one the model carries.
     pub tokenizer: Option<PathBuf>,
+    /// Where the forward pass runs (`cpu` by default: Tessera's own kernels).
+    pub device: DeviceSpec,
 }
 
 /// A model with its tokenizer and chat template.

@@ -6,7 +6,7 @@
 
 use crate::attention::{paged_attention, AttentionShape};
 use crate::batch::{BatchPlan, Logits, SeqInput};
-use crate::kv_cache::KvCache;
+use crate::kv_cache::{KvLayout, LayerKv};
 use crate::layers::{add_in_place, swiglu_fused, Linear, RmsNorm};
 use crate::rope::{Rope, RopeAngles};
 use crate::{ModelConfig, ModelError, Result};
@@ -32,14 +32,15 @@ pub struct Block {
 struct BlockContext<'p, 'a> {
     config: &'p ModelConfig,
     plan: &'p BatchPlan<'a>,
+    layout: KvLayout,
     rope: &'p Rope,
     angles: &'p RopeAngles,
 }
 
 impl Block {
-    fn forward(&self, layer: usize, x: &mut [f32], ctx: &BlockContext<'_, '_>, kv: &mut KvCache) -> Result<()> {
+    fn forward(&self, x: &mut [f32], ctx: &BlockContext<'_, '_>, kv: &mut LayerKv) -> Result<()> {
         let rows = ctx.plan.tokens.len();
-        let attn = self.attention(layer, &self.attn_norm.forward(x), ctx, kv)?;
+        let attn = self.attention(&self.attn_norm.forward(x), ctx, kv)?;
         add_in_place(x, &self.o_proj.forward(&attn, rows)?);
         let h = self.ffn_norm.forward(x);
         let gate_up = self.gate_up_proj.forward(&h, rows)?;
@@ -49,7 +50,7 @@ impl Block {
     }
 
     /// Project to q/k/v, rotate, store k/v in the cache, attend through the block tables.
-    fn attention(&self, layer: usize, h: &[f32], ctx: &BlockContext<'_, '_>, kv: &mut KvCache) -> Result<Vec<f32>> {
+    fn attention(&self, h: &[f32], ctx: &BlockContext<'_, '_>, kv: &mut LayerKv) -> Result<Vec<f32>> {
         let c = ctx.config;
         let rows = ctx.plan.tokens.len();
         let (mut q, mut k, v) = split_qkv(&self.qkv_proj.forward(h, rows)?, c);
@@ -58,14 +59,14 @@ impl Block {
         let kv_width = c.num_kv_heads * c.head_dim;
         for (row, &slot) in ctx.plan.slots.iter().enumerate() {
             let span = row * kv_width..(row + 1) * kv_width;
-            kv.write(layer, slot, &k[span.clone()], &v[span]);
+            kv.write_token(ctx.layout, slot, &k[span.clone()], &v[span]);
         }
         let mut out = vec![0f32; rows * c.num_heads * c.head_dim];
         let shape = AttentionShape {
             num_heads: c.num_heads,
             scale: 1.0 / (c.head_dim as f32).sqrt(),
         };
-        paged_attention(shape, kv.layout(), &ctx.plan.attention, &q, kv.layer(layer), &mut out);
+        paged_attention(shape, ctx.layout, &ctx.plan.attention, &q, kv, &mut out);
         Ok(out)
     }
 }
@@ -87,9 +88,9 @@ fn split_qkv(qkv: &[f32], c: &ModelConfig) -> (Vec<f32>, Vec<f32>, Vec<f32>) {
     (q, k, v)
 }
 
-/// A loaded decoder.
+/// A decoder on Tessera's CPU kernels (the reference path).
 #[derive(Debug)]
-pub struct Model {
+pub(crate) struct HostModel {
     config: ModelConfig,
     /// `token_embd` / `embed_tokens`, dequantized, `[vocab, hidden]`.
     embedding: Vec<f32>,
@@ -101,7 +102,7 @@ pub struct Model {
     rope: Rope,
 }
 
-impl Model {
+impl HostModel {
     /// Assemble a model from loaded parts.
     pub fn new(
         config: ModelConfig,
@@ -137,22 +138,22 @@ impl Model {
         &self.config
     }
 
-    /// Run one ragged batch: writes every token's K/V into `kv` and returns the
-    /// logits of the rows each sequence asked for.
-    pub fn forward(&self, batch: &[SeqInput<'_>], kv: &mut KvCache) -> Result<Logits> {
-        let plan = BatchPlan::new(batch, kv.layout(), &self.config)?;
+    /// Run one ragged batch over the host pools `layers` of shape `layout`.
+    pub fn forward(&self, batch: &[SeqInput<'_>], layout: KvLayout, layers: &mut [LayerKv]) -> Result<Logits> {
+        let plan = BatchPlan::new(batch, layout, &self.config)?;
         let _span = tracing::debug_span!("forward", rows = plan.tokens.len(), seqs = batch.len()).entered();
         let mut x = self.embed(&plan.tokens);
         let angles = self.rope.angles(&plan.positions);
         let ctx = BlockContext {
             config: &self.config,
             plan: &plan,
+            layout,
             rope: &self.rope,
             angles: &angles,
         };
-        for (layer, block) in self.blocks.iter().enumerate() {
+        for (layer, (block, kv)) in self.blocks.iter().zip(layers).enumerate() {
             let _span = tracing::trace_span!("block", layer).entered();
-            block.forward(layer, &mut x, &ctx, kv)?;
+            block.forward(&mut x, &ctx, kv)?;
         }
         self.logits(&x, &plan)
     }

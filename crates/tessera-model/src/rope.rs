@@ -17,6 +17,18 @@ pub struct RopeAngles {
     half: usize,
 }
 
+impl RopeAngles {
+    /// `cos` of every (row, frequency), `[rows, head_dim / 2]`.
+    pub fn cos(&self) -> &[f32] {
+        &self.cos
+    }
+
+    /// `sin` of every (row, frequency), `[rows, head_dim / 2]`.
+    pub fn sin(&self) -> &[f32] {
+        &self.sin
+    }
+}
+
 impl Rope {
     /// RoPE for heads of width `head_dim` with base `theta`; `neox` selects (i, i+d/2) pairs.
     pub fn new(head_dim: usize, theta: f32, neox: bool) -> Self {

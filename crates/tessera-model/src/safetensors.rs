@@ -163,7 +163,13 @@ pub fn load_safetensors_dir(dir: &Path, options: &LoadOptions) -> Result<LoadedM
         Some(path) => read_tokenizer_config(path, &mut tokenizer)?,
         None => None,
     };
-    let model = build_model(config, &mut SafetensorsSource { tensors }, &WeightNames::hugging_face())?;
+    let model = build_model(
+        config,
+        &mut SafetensorsSource { tensors },
+        &WeightNames::hugging_face(),
+        options.device,
+        options.dequantize,
+    )?;
     LoadedModel::assemble(model, tokenizer, template)
 }
 

@@ -26,11 +26,20 @@ impl Sequence {
     /// here on `runtime.kv`). Returns the sequence, holding the reused tokens, and
     /// how many there are; feed `prompt[cached..]` next.
     pub fn start(runtime: Runtime<'_>, prompt: &[u32]) -> (Self, usize) {
-        let admission = runtime.pool.admit(prompt);
+        let mut admission = runtime.pool.admit(prompt);
         if let Some(copy) = admission.copy {
-            runtime.kv.copy_block_prefix(copy.src, copy.dst, copy.rows);
+            let copied = runtime.kv.copy_block_prefix(copy.src, copy.dst, copy.rows);
             if let Err(error) = runtime.pool.finish_copy(copy) {
                 tracing::error!(%error, "releasing a copy-on-write source");
+            }
+            if let Err(error) = copied {
+                // Nothing reads the half-copied block: give every block back
+                // unindexed and let the prompt be computed from scratch.
+                tracing::error!(%error, "copy-on-write of a cached block failed; recomputing the prompt");
+                if let Err(error) = admission.table.release(runtime.pool) {
+                    tracing::error!(%error, "releasing a failed admission's blocks");
+                }
+                return (Self::new(), 0);
             }
         }
         let cached = admission.cached_tokens;

@@ -1,9 +1,11 @@
 //! Building a [`Model`] from any weight source (GGUF or safetensors) through
 //! one table of checkpoint names per format.
 
+use crate::compute::Model;
+use crate::device::{DeviceModel, DeviceSpec};
 use crate::layers::{Linear, RmsNorm};
 use crate::matrix::Matrix;
-use crate::model::{Block, Model};
+use crate::model::Block;
 use crate::{ModelConfig, ModelError, Result};
 use candle_core::quantized::QTensor;
 use candle_core::{DType, Tensor};
@@ -24,11 +26,11 @@ pub(crate) trait TensorSource {
 
 /// Checkpoint tensor names; `{}` stands for the layer index.
 pub(crate) struct WeightNames {
-    embedding: &'static str,
-    norm: &'static str,
-    lm_head: &'static str,
-    layer: [&'static str; 9],
-    bias: [&'static str; 3],
+    pub embedding: &'static str,
+    pub norm: &'static str,
+    pub lm_head: &'static str,
+    pub layer: [&'static str; 9],
+    pub bias: [&'static str; 3],
 }
 
 impl WeightNames {
@@ -77,8 +79,20 @@ impl WeightNames {
     }
 }
 
-/// Load every weight of a Llama-family model.
-pub(crate) fn build_model(config: ModelConfig, source: &mut dyn TensorSource, names: &WeightNames) -> Result<Model> {
+/// Load every weight of a Llama-family model for `device` (`dequantize`: dense
+/// weights on a device; on the CPU the source applies its own options).
+pub(crate) fn build_model(
+    config: ModelConfig,
+    source: &mut dyn TensorSource,
+    names: &WeightNames,
+    device: DeviceSpec,
+    dequantize: bool,
+) -> Result<Model> {
+    if !device.is_cpu() {
+        return Ok(Model::on_device(DeviceModel::load(
+            config, source, names, device, dequantize,
+        )?));
+    }
     let embedding = source.dense(names.embedding)?;
     check_shape(names.embedding, &embedding, &[config.vocab_size, config.hidden_size])?;
     let embedding = to_vec(&embedding)?;

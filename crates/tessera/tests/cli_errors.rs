@@ -128,3 +128,90 @@ fn generate_streams_the_answer_and_reports_speed() {
     assert!(stdout.contains("Paris"), "answer: {stdout}");
     assert!(stderr.contains("prefill:") && stderr.contains("decode:"), "{stderr}");
 }
+
+#[test]
+fn an_unknown_or_unbuilt_device_is_a_clear_error() {
+    for command in ["generate", "serve", "agent"] {
+        check_fails(tessera(&[command, "--device", "gpu"]), &["--device", "gpu", "cuda:N"]);
+    }
+    check_fails(
+        tessera(&["generate", "--device", "cuda:x", "-p", "hi"]),
+        &["ordinal `x`"],
+    );
+    if !cfg!(feature = "cuda") {
+        // Refused before the model is located or loaded: no such file is needed.
+        check_fails(
+            tessera(&[
+                "generate",
+                "--model",
+                "/nonexistent.gguf",
+                "--device",
+                "cuda",
+                "-p",
+                "hi",
+            ]),
+            &["cuda:0", "--features cuda"],
+        );
+    }
+}
+
+#[test]
+fn the_device_path_generates_through_the_cli() {
+    // candle-cpu runs the GPU code path (candle tensors, device pools, the kernels'
+    // contract) on the CPU: the same answer as the CPU path, greedily.
+    let run = |device: &str| {
+        tessera(&[
+            "generate",
+            "--model",
+            &real_model(),
+            "--device",
+            device,
+            "--chat",
+            "-p",
+            "Name the capital of France in one sentence.",
+            "--max-tokens",
+            "12",
+            "--temperature",
+            "0",
+        ])
+    };
+    let (cpu, device) = (run("cpu"), run("candle-cpu"));
+    assert!(device.status.success(), "{}", String::from_utf8_lossy(&device.stderr));
+    assert_eq!(
+        String::from_utf8_lossy(&cpu.stdout),
+        String::from_utf8_lossy(&device.stdout)
+    );
+}
+
+#[test]
+fn check_device_runs_every_check_on_the_device_path() {
+    // candle-cpu: the GPU code path on the CPU, so the kernel checks compare the
+    // contract with itself; the model comparison and the report are what this covers.
+    let json = temp_file("check-device.json", b"");
+    let output = tessera(&[
+        "check-device",
+        "--device",
+        "candle-cpu",
+        "--model",
+        &real_model(),
+        "--tokens",
+        "6",
+        "--json",
+        json.to_str().unwrap(),
+    ]);
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert!(
+        stdout.contains("paged_attention") && stdout.contains("bf16"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("all checks passed"), "{stdout}");
+    let report: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    assert_eq!(report["kernels"].as_array().unwrap().len(), 24);
+    assert_eq!(report["greedy"]["identical_prefix"], 6);
+    check_fails(tessera(&["check-device", "--device", "cpu"]), &["name one"]);
+}

@@ -5,18 +5,7 @@ use super::*;
 use crate::kv_cache::KvDtype;
 use crate::simd;
 
-/// Deterministic pseudo-random floats in [-1, 1).
-fn noise(seed: u64, n: usize) -> Vec<f32> {
-    let mut state = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-    (0..n)
-        .map(|_| {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            (state >> 40) as f32 / (1u64 << 23) as f32 - 1.0
-        })
-        .collect()
-}
+use crate::device::check::noise;
 
 struct Case {
     layout: KvLayout,
@@ -245,4 +234,75 @@ fn shuffled_block_tables_change_the_output() {
         let diff = max_diff(&paged(case, &f, &shuffled), &naive(case, &f));
         assert!(diff > 1e-3, "reversed tables gave the same output (diff {diff})");
     }
+}
+
+/// The kernel metadata of a case's batch.
+fn kernel_meta(case: &Case, tables: &[Vec<BlockId>]) -> crate::device::KernelMeta {
+    let tokens = vec![0u32; case.seqs.iter().map(|s| s.1).sum()];
+    let batch: Vec<crate::SeqInput> = case
+        .seqs
+        .iter()
+        .zip(tables)
+        .map(|(&(start_pos, n), blocks)| crate::SeqInput {
+            tokens: &tokens[..n],
+            start_pos,
+            blocks,
+            logits: crate::LogitsFor::None,
+        })
+        .collect();
+    crate::device::KernelMeta::new(&batch, case.layout).unwrap()
+}
+
+/// The device kernels' contract (`device::reference`, what CUDA is checked
+/// against) on the same cases: one work item per row, KV head and partition.
+fn device_contract(case: &Case, f: &Fixture) -> Vec<f32> {
+    use crate::device::reference::{self, HeadShape};
+    let meta = kernel_meta(case, &f.tables);
+    let shape = HeadShape {
+        num_heads: case.num_heads,
+        scale: 1.0 / (case.layout.head_dim as f32).sqrt(),
+    };
+    match &f.kv {
+        LayerKv::F16 { keys, values } => reference::paged_attention(shape, case.layout, &meta, &f.q, keys, values),
+        LayerKv::F32 { keys, values } => reference::paged_attention(shape, case.layout, &meta, &f.q, keys, values),
+    }
+}
+
+#[test]
+fn the_device_contract_matches_naive_and_the_cpu_kernel() {
+    for dtype in [KvDtype::F32, KvDtype::F16] {
+        for (index, case) in cases().iter().enumerate() {
+            let f = fixture(case, dtype);
+            let got = device_contract(case, &f);
+            let naive_diff = max_diff(&got, &naive(case, &f));
+            let cpu_diff = max_diff(&got, &paged(case, &f, &f.tables));
+            assert!(naive_diff < 1e-4, "{dtype} case {index}: {naive_diff} from naive");
+            assert!(cpu_diff < 1e-5, "{dtype} case {index}: {cpu_diff} from the CPU kernel");
+        }
+    }
+}
+
+#[test]
+fn the_device_contract_reads_bf16_pools_exactly() {
+    use crate::device::reference::{self, HeadShape};
+    // bf16 values widen exactly, so bf16 pools must give what f32 pools holding
+    // the same values give, bit for bit.
+    let case = &cases()[1];
+    let f = fixture(case, KvDtype::F32);
+    let LayerKv::F32 { keys, values } = &f.kv else {
+        unreachable!("an f32 fixture")
+    };
+    let to_bf16 = |v: &[f32]| -> Vec<half::bf16> { v.iter().map(|&x| half::bf16::from_f32(x)).collect() };
+    let (k16, v16) = (to_bf16(keys), to_bf16(values));
+    let widen = |v: &[half::bf16]| -> Vec<f32> { v.iter().map(|x| x.to_f32()).collect() };
+    let (k32, v32) = (widen(&k16), widen(&v16));
+    let meta = kernel_meta(case, &f.tables);
+    let shape = HeadShape {
+        num_heads: case.num_heads,
+        scale: 0.2,
+    };
+    let from_bf16 = reference::paged_attention(shape, case.layout, &meta, &f.q, &k16, &v16);
+    let from_f32 = reference::paged_attention(shape, case.layout, &meta, &f.q, &k32, &v32);
+    assert!(from_bf16.iter().all(|x| x.is_finite()));
+    assert_eq!(from_bf16, from_f32);
 }
