@@ -10,9 +10,13 @@
 # binary is built here against CUDA 13.0 (nvcc and headers from PyPI; link-time
 # stubs of the driver and CUDA libraries from scripts/cuda-link-stubs.py, the real
 # ones are found on the GPU machine at run time), PTX for sm_90 (H100/H200).
-# The model file (98 MB) is split in two parts of < 64 MiB; `prepare` prints the
-# two device calls to make (the first leaves part 1 in /tmp on the machine,
-# which stays warm for 30 s between calls).
+# A call carries at most 64 MiB, the model file is 98 MB: `prepare` stages two
+# folders, .gpu-1 (the model's first half) and .gpu-2 (the xz-compressed binary,
+# the second half, the model's sha256), checks each fits, and prints the two
+# device-tool calls to make back to back (the machine stays warm 30 s between
+# calls and keeps /tmp):
+#   1. carry [".gpu-1"]: mkdir -p /tmp/tessera-gpu && cp .gpu-1/model.part-00 /tmp/tessera-gpu/
+#   2. carry [".gpu-2"]: bash scripts/gpu-check.sh run
 #
 # run does, in order (each step's output lands in $OUT):
 #   1. nvidia-smi, the binary's version;
@@ -24,37 +28,50 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-STAGE=.gpu
 CACHE=${TESSERA_CACHE:-$HOME/.cache/tessera}
 VENV=${TESSERA_CUDA_VENV:-$CACHE/cuda13.0-venv}
 MODEL=${TESSERA_MODEL:-${TESSERA_MODELS_DIR:-models}/SmolLM2-135M-Instruct.Q4_1.gguf}
+LIMIT_MIB=62
 
 prepare() {
     [ -f "$MODEL" ] || scripts/fetch-model.sh
-    if [ ! -x "$VENV/lib/python3.11/site-packages/nvidia/cu13/bin/nvcc" ]; then
-        python3 -m venv "$VENV"
-        # Every piece pinned to 13.0: a newer nvvm writes PTX the 13.0 driver refuses.
-        "$VENV/bin/pip" install -q 'nvidia-cuda-nvcc==13.0.88' 'nvidia-cuda-crt==13.0.88' \
-            'nvidia-nvvm==13.0.88' 'nvidia-cuda-cccl==13.0.85' 'nvidia-cuda-runtime==13.0.96'
-    fi
     local cuda
     cuda=$(echo "$VENV"/lib/python3*/site-packages/nvidia/cu13)
+    if [ ! -x "$cuda/bin/nvcc" ]; then
+        python3 -m venv "$VENV"
+        # Every piece pinned to 13.0 (the GPU machine's driver is CUDA 13.0): a newer nvvm
+        # writes PTX that driver refuses.
+        "$VENV/bin/pip" install -q 'nvidia-cuda-nvcc==13.0.88' 'nvidia-cuda-crt==13.0.88' \
+            'nvidia-nvvm==13.0.88' 'nvidia-cuda-cccl==13.0.85' 'nvidia-cuda-runtime==13.0.96'
+        cuda=$(echo "$VENV"/lib/python3*/site-packages/nvidia/cu13)
+    fi
     python3 scripts/cuda-link-stubs.py "$cuda/lib/stubs"
     CUDA_ROOT="$cuda" CUDA_PATH="$cuda" PATH="$cuda/bin:$PATH" \
         CUDARC_CUDA_VERSION=13000 CUDA_COMPUTE_CAP=90 TESSERA_CUDA_ARCH=compute_90 \
         CARGO_TARGET_DIR="$CACHE/target-cuda" CARGO_PROFILE_RELEASE_DEBUG=false \
         CARGO_PROFILE_RELEASE_STRIP=true \
         cargo build --release -p tessera --features cuda
-    mkdir -p "$STAGE"
-    grep -qx "/$STAGE/" .git/info/exclude 2>/dev/null || echo "/$STAGE/" >> .git/info/exclude
-    cp "$CACHE/target-cuda/release/tessera" "$STAGE/tessera"
-    rm -f "$STAGE"/model.part-*
-    split -n 2 -d "$MODEL" "$STAGE/model.part-"
-    ls -l "$STAGE"
+    rm -rf .gpu-1 .gpu-2
+    mkdir -p .gpu-1 .gpu-2
+    for dir in .gpu-1 .gpu-2; do
+        grep -qx "/$dir/" .git/info/exclude 2>/dev/null || echo "/$dir/" >> .git/info/exclude
+    done
+    xz -T2 -6 -c "$CACHE/target-cuda/release/tessera" > .gpu-2/tessera.xz
+    split -n 2 -d "$MODEL" /tmp/tessera-model.part-
+    mv /tmp/tessera-model.part-00 .gpu-1/model.part-00
+    mv /tmp/tessera-model.part-01 .gpu-2/model.part-01
+    sha256sum "$MODEL" | cut -d' ' -f1 > .gpu-2/model.sha256
+    local tracked
+    tracked=$(git ls-files -z | du -c --files0-from=- -B1 | tail -1 | cut -f1)
+    for dir in .gpu-1 .gpu-2; do
+        local bytes=$(( $(du -sb "$dir" | cut -f1) + tracked ))
+        echo "$dir with the tracked tree: $(( bytes / 1048576 )) MiB"
+        [ "$bytes" -le $(( LIMIT_MIB * 1048576 )) ] || { echo "$dir is over $LIMIT_MIB MiB" >&2; exit 1; }
+    done
     cat <<HELP
-Staged. On a lent GPU, two device-tool calls (carry ".gpu" in both; move the part not sent aside):
-  1. with only .gpu/model.part-00 there:  mkdir -p /tmp/tessera-gpu && cp .gpu/model.part-00 /tmp/tessera-gpu/
-  2. with .gpu/tessera and .gpu/model.part-01:  bash scripts/gpu-check.sh run
+Staged. On a lent GPU, two device-tool calls, back to back:
+  1. carry [".gpu-1"]:  mkdir -p /tmp/tessera-gpu && cp .gpu-1/model.part-00 /tmp/tessera-gpu/
+  2. carry [".gpu-2"]:  bash scripts/gpu-check.sh run
 HELP
 }
 
@@ -73,15 +90,18 @@ PY
 }
 
 run() {
-    local out=${OUT:-/tmp/tessera-gpu-out} model=/tmp/tessera-gpu/model.gguf
-    mkdir -p "$out" /tmp/tessera-gpu
-    if [ ! -f "$model" ]; then
-        [ -f /tmp/tessera-gpu/model.part-00 ] || { echo "model part 00 missing: make call 1 first" >&2; exit 2; }
-        cat /tmp/tessera-gpu/model.part-00 "$STAGE/model.part-01" > "$model"
+    local out=${OUT:-/tmp/tessera-gpu-out} work=/tmp/tessera-gpu
+    local model=$work/model.gguf tessera=$work/tessera
+    mkdir -p "$out" "$work"
+    if [ ! -f "$model" ] || [ "$(sha256sum "$model" | cut -d' ' -f1)" != "$(cat .gpu-2/model.sha256)" ]; then
+        [ -f "$work/model.part-00" ] || { echo "model part 00 missing in $work: make call 1 first" >&2; exit 2; }
+        cat "$work/model.part-00" .gpu-2/model.part-01 > "$model"
+        [ "$(sha256sum "$model" | cut -d' ' -f1)" = "$(cat .gpu-2/model.sha256)" ] \
+            || { echo "the reassembled model's sha256 does not match" >&2; exit 2; }
     fi
-    export LD_LIBRARY_PATH="$(cuda_libraries):/usr/local/nvidia/lib64:${LD_LIBRARY_PATH:-}"
-    local tessera="$STAGE/tessera"
+    xz -d -c .gpu-2/tessera.xz > "$tessera"
     chmod +x "$tessera"
+    export LD_LIBRARY_PATH="$(cuda_libraries):/usr/local/nvidia/lib64:${LD_LIBRARY_PATH:-}"
     { nvidia-smi -L; nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv; "$tessera" --version; } \
         2>&1 | tee "$out/device.txt"
     set +e
@@ -92,7 +112,7 @@ run() {
     prompt=$(python3 -c 'print(" ".join(["The quick brown fox jumps over the lazy dog."] * 50))')
     for device in cuda cpu; do
         "$tessera" generate --device "$device" --model "$model" -p "$prompt" --max-tokens 128 \
-            --ignore-eos --json > /dev/null 2> "$out/generate-$device.json"
+            --ignore-eos --json-stats > /dev/null 2> "$out/generate-$device.json"
         echo "generate on $device: $(tail -1 "$out/generate-$device.json")" | tee -a "$out/speed.txt"
     done
     "$tessera" bench ttft --device cuda --model "$model" --quick --json "$out/ttft-cuda.json" 2>&1 \

@@ -54,7 +54,7 @@ impl EngineHandle {
             .map_err(|error| EngineError::Config(error.to_string()))?;
         let mut pool = BlockPool::new(config.kv_blocks, config.block_size);
         if let (Some(dir), Some(fingerprint)) = (&config.kv_cache_dir, &config.model_fingerprint) {
-            persist::restore(dir, fingerprint, &mut pool, &mut kv);
+            persist::restore(dir, fingerprint, &mut pool, &mut kv)?;
         }
         let tokenizer = Arc::new(tokenizer);
         let pool_blocks = config.kv_blocks;

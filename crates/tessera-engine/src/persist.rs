@@ -6,7 +6,7 @@
 use crate::EngineError;
 use std::path::{Path, PathBuf};
 use tessera_kv::BlockPool;
-use tessera_model::{load_prefix_cache, save_prefix_cache, KvCache};
+use tessera_model::{load_prefix_cache, save_prefix_cache, KvCache, PersistError};
 
 /// Where the cache for `fingerprint` lives in `dir`.
 pub(crate) fn cache_file(dir: &Path, fingerprint: &str) -> PathBuf {
@@ -17,25 +17,32 @@ pub(crate) fn cache_file(dir: &Path, fingerprint: &str) -> PathBuf {
     dir.join(format!("prefix-cache-{name}.tkv"))
 }
 
-/// Restore the cache if a file exists; warn and start cold if it cannot be used.
-/// Returns the number of blocks restored.
-pub(crate) fn restore(dir: &Path, fingerprint: &str, pool: &mut BlockPool, kv: &mut KvCache) -> usize {
+/// Restore the cache if a file exists; warn and start cold if the file cannot be used.
+/// Returns the number of blocks restored. A device that fails while taking the rows
+/// in is an error: its state is unknown, so the engine does not start on it.
+pub(crate) fn restore(
+    dir: &Path,
+    fingerprint: &str,
+    pool: &mut BlockPool,
+    kv: &mut KvCache,
+) -> Result<usize, EngineError> {
     let path = cache_file(dir, fingerprint);
     if !path.exists() {
         tracing::info!(path = %path.display(), "no persisted prefix cache yet; starting cold");
-        return 0;
+        return Ok(0);
     }
     match load_prefix_cache(&path, pool, kv, fingerprint) {
         Ok(blocks) => {
             tracing::info!(path = %path.display(), blocks, "restored the prefix cache");
-            blocks
+            Ok(blocks)
         }
+        Err(PersistError::Device(error)) => Err(EngineError::Persist(format!(
+            "restoring {} onto the device: {error}",
+            path.display()
+        ))),
         Err(error) => {
             tracing::warn!(path = %path.display(), %error, "ignoring the persisted prefix cache");
-            // A failure while copying rows in leaves indexed blocks without their
-            // K/V: start from an empty pool (nothing else has used it yet).
-            *pool = BlockPool::new(pool.num_blocks(), pool.block_size());
-            0
+            Ok(0)
         }
     }
 }

@@ -97,6 +97,11 @@ fn check_seq(index: usize, seq: &SeqInput<'_>, layout: KvLayout, config: &ModelC
             limit: config.vocab_size - 1,
         });
     }
+    check_table(index, seq, layout)
+}
+
+/// The sequence's block table covers its rows and names only blocks of the cache.
+pub(crate) fn check_table(index: usize, seq: &SeqInput<'_>, layout: KvLayout) -> Result<()> {
     let end = seq.start_pos + seq.tokens.len();
     if end > seq.blocks.len() * layout.block_size {
         return Err(ModelError::InvalidBatch(format!(
@@ -104,13 +109,13 @@ fn check_seq(index: usize, seq: &SeqInput<'_>, layout: KvLayout, config: &ModelC
             seq.blocks.len()
         )));
     }
-    if let Some(bad) = seq.blocks.iter().find(|b| b.index() >= layout.num_blocks) {
-        return Err(ModelError::InvalidBatch(format!(
+    match seq.blocks.iter().find(|block| block.index() >= layout.num_blocks) {
+        Some(bad) => Err(ModelError::InvalidBatch(format!(
             "sequence {index}: {bad:?} is outside the cache of {} blocks",
             layout.num_blocks
-        )));
+        ))),
+        None => Ok(()),
     }
-    Ok(())
 }
 
 /// Logits for the rows that asked for them.

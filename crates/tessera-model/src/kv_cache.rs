@@ -254,14 +254,14 @@ impl LayerKv {
 }
 
 /// The whole model's K/V storage, in host memory (the CPU path) or on a device.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub struct KvCache {
     layout: KvLayout,
     dtype: KvDtype,
     store: KvStore,
 }
 
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 enum KvStore {
     Host(Vec<LayerKv>),
     Device(DeviceKv),

@@ -33,8 +33,9 @@ impl Sequence {
                 tracing::error!(%error, "releasing a copy-on-write source");
             }
             if let Err(error) = copied {
-                // Nothing reads the half-copied block: give every block back
-                // unindexed and let the prompt be computed from scratch.
+                // Nothing reads the half-copied block: return the admission's blocks
+                // (shared ones stay indexed, the copy target goes back free) and let
+                // the prompt be computed from scratch.
                 tracing::error!(%error, "copy-on-write of a cached block failed; recomputing the prompt");
                 if let Err(error) = admission.table.release(runtime.pool) {
                     tracing::error!(%error, "releasing a failed admission's blocks");

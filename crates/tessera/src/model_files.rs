@@ -49,12 +49,18 @@ pub struct ModelArgs {
 
 /// Locate (fetching if needed) and load the selected model, with a spinner on stderr.
 pub fn load_model(args: &ModelArgs) -> Result<LoadedModel> {
+    load_model_with(args, false)
+}
+
+/// [`load_model`], with every weight matrix dequantized to f32 when `dequantize` is set
+/// (exact-arithmetic comparisons).
+pub fn load_model_with(args: &ModelArgs, dequantize: bool) -> Result<LoadedModel> {
     // A GPU this build cannot open fails here, before any download or load.
     args.device.check_built()?;
     let location = locate(args)?;
     let options = LoadOptions {
         repack_q4_1: args.repack_q8,
-        dequantize: false,
+        dequantize,
         tokenizer: args.tokenizer.clone(),
         device: args.device,
     };

@@ -212,6 +212,8 @@ fn check_device_runs_every_check_on_the_device_path() {
     assert!(stdout.contains("all checks passed"), "{stdout}");
     let report: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
     assert_eq!(report["kernels"].as_array().unwrap().len(), 24);
-    assert_eq!(report["greedy"]["identical_prefix"], 6);
+    assert_eq!(report["dense"]["greedy_identical_prefix"], 6);
+    assert_eq!(report["dense"]["argmax_agree"], report["dense"]["positions"]);
+    assert!(report["as_stored"]["argmax_agree"].as_u64().unwrap() > 0);
     check_fails(tessera(&["check-device", "--device", "cpu"]), &["name one"]);
 }

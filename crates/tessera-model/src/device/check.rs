@@ -168,10 +168,7 @@ fn check_case<T: KvElement + WithDType>(
     let device_values = Tensor::from_slice(&values, shape4, device)?;
     let rows3 = (rows, l.num_kv_heads, l.head_dim);
     let device_meta = DeviceMeta::upload(meta.clone(), device)?;
-    let write = CacheWrite {
-        layout: l,
-        meta: &device_meta,
-    };
+    let write = CacheWrite { meta: &device_meta };
     device_keys.inplace_op2(&Tensor::from_slice(&new_keys, rows3, device)?, &write)?;
     device_values.inplace_op2(&Tensor::from_slice(&new_values, rows3, device)?, &write)?;
     reference::cache_write(l, &meta.slot_mapping, &new_keys, &mut keys);
@@ -184,7 +181,6 @@ fn check_case<T: KvElement + WithDType>(
     };
     let attention =
         Tensor::from_slice(&q, (rows, case.num_heads, l.head_dim), device)?.apply_op1_no_bwd(&PagedAttention {
-            layout: l,
             shape,
             keys: &device_keys,
             values: &device_values,

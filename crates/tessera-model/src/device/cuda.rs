@@ -2,7 +2,7 @@
 //! `cuda` feature, loaded once per device by candle's module cache). Shapes
 //! and dtypes are checked here, before any launch; the kernels trust them.
 
-use super::ops::{CacheWrite, PagedAttention};
+use super::ops::{check_pool, CacheWrite, PagedAttention};
 use crate::attention::PARTITION_TOKENS;
 use candle_core::backend::BackendStorage;
 use candle_core::cuda_backend::cudarc::driver::{CudaSlice, CudaView, LaunchConfig, PushKernelArg};
@@ -11,7 +11,10 @@ use candle_core::{bail, CudaDevice, CudaStorage, Layout, Result, Shape, Storage,
 
 const ATTENTION_PTX: &str = include_str!(concat!(env!("OUT_DIR"), "/paged_attention.ptx"));
 const CACHE_WRITE_PTX: &str = include_str!(concat!(env!("OUT_DIR"), "/cache_write.ptx"));
+/// A multiple of the warp size: the kernels' reductions shuffle over full warps.
 const ATTENTION_THREADS: u32 = 128;
+/// Dynamic shared memory a launch may take without opting in to more.
+const MAX_SHARED_BYTES: usize = 48 * 1024;
 const CACHE_WRITE_THREADS: u32 = 256;
 
 /// The f32 view of a contiguous tensor's storage.
@@ -22,14 +25,23 @@ fn f32_view<'a>(storage: &'a CudaStorage, layout: &Layout, what: &str) -> Result
     Ok(storage.as_cuda_slice::<f32>()?.slice(start..end))
 }
 
-/// Run `f` on the CUDA storage of a metadata tensor (`u32`, contiguous, from offset 0).
-fn with_u32<R>(tensor: &Tensor, f: impl FnOnce(&CudaSlice<u32>) -> Result<R>) -> Result<R> {
+/// Run `f` on the CUDA storage of a metadata tensor (`u32`, contiguous from offset 0,
+/// exactly `len` values, on `device`).
+fn with_u32<R>(
+    tensor: &Tensor,
+    len: usize,
+    device: &CudaDevice,
+    f: impl FnOnce(&CudaSlice<u32>) -> Result<R>,
+) -> Result<R> {
     let (storage, layout) = tensor.storage_and_layout();
     let Storage::Cuda(storage) = &*storage else {
         bail!("kernel metadata is not on the CUDA device")
     };
-    if layout.start_offset() != 0 || !layout.is_contiguous() {
-        bail!("kernel metadata must be a whole contiguous tensor")
+    if layout.start_offset() != 0 || !layout.is_contiguous() || layout.shape().elem_count() != len {
+        bail!("kernel metadata must be a whole contiguous tensor of {len} values")
+    }
+    if storage.device.id() != device.id() {
+        bail!("kernel metadata is on another CUDA device")
     }
     f(storage.as_cuda_slice::<u32>()?)
 }
@@ -45,16 +57,18 @@ pub(super) fn cache_write(
     src: &CudaStorage,
     src_l: &Layout,
 ) -> Result<()> {
-    let layout = op.layout;
-    let rows = op.meta.host.rows();
+    let layout = op.meta.host().layout();
+    let rows = op.meta.host().rows();
+    if src.device.id() != pool.device.id() {
+        bail!("cache write: the rows are not on the pool's device")
+    }
     let src = f32_view(src, src_l, "cache write rows")?;
     if src.len() != rows * layout.num_kv_heads * layout.head_dim {
         bail!("cache write: {} values for {rows} slots", src.len())
     }
-    if pool_l.start_offset() != 0 || !pool_l.is_contiguous() {
-        bail!("cache write: the pool must be a whole contiguous tensor")
-    }
+    check_pool(pool_l, layout, "cache write")?;
     let dev = pool.device().clone();
+
     let (name, pool_slice) = match &mut pool.slice {
         CudaStorageSlice::F32(s) => ("tessera_cache_write_f32", PoolMut::F32(s)),
         CudaStorageSlice::F16(s) => ("tessera_cache_write_f16", PoolMut::F16(s)),
@@ -72,7 +86,7 @@ pub(super) fn cache_write(
         block_dim: (CACHE_WRITE_THREADS, 1, 1),
         shared_mem_bytes: 0,
     };
-    with_u32(&op.meta.slot_mapping, |slots| {
+    with_u32(&op.meta.slot_mapping, rows, &dev, |slots| {
         let mut builder = func.builder();
         match pool_slice {
             PoolMut::F32(s) => builder.arg(s),
@@ -80,8 +94,8 @@ pub(super) fn cache_write(
             PoolMut::Bf16(s) => builder.arg(s),
         };
         builder.arg(&src).arg(slots).arg(&heads).arg(&dim).arg(&block_size);
-        // SAFETY: shapes were checked above; every slot lies inside the pool
-        // (KernelMeta is built from validated block tables).
+        // SAFETY: the rows, the pool and the slot tensor have the checked sizes, and every
+        // slot lies inside the pool (KernelMeta::new checks block ids against the layout).
         unsafe { builder.launch(cfg) }.w()?;
         Ok(())
     })
@@ -114,10 +128,11 @@ impl Partials {
 }
 
 pub(super) fn paged_attention(op: &PagedAttention<'_>, q: &CudaStorage, q_l: &Layout) -> Result<(CudaStorage, Shape)> {
-    let (layout, meta) = (op.layout, &op.meta.host);
+    let meta = op.meta.host();
+    let layout = meta.layout();
     let (rows, num_heads, dim) = (meta.rows(), op.shape.num_heads, layout.head_dim);
     let q_view = f32_view(q, q_l, "paged attention queries")?;
-    if q_view.len() != rows * num_heads * dim || num_heads % layout.num_kv_heads != 0 || dim > 1024 {
+    if q_view.len() != rows * num_heads * dim || !num_heads.is_multiple_of(layout.num_kv_heads) || dim > 1024 {
         bail!(
             "paged attention: {} query values for {rows} rows × {num_heads} heads × {dim}",
             q_view.len()
@@ -126,6 +141,11 @@ pub(super) fn paged_attention(op: &PagedAttention<'_>, q: &CudaStorage, q_l: &La
     let dev = q.device().clone();
     let group = num_heads / layout.num_kv_heads;
     let shared = (group * dim + group * PARTITION_TOKENS + (ATTENTION_THREADS as usize).div_ceil(32)) * 4;
+    if shared > MAX_SHARED_BYTES {
+        bail!(
+            "paged attention: a GQA group of {group} heads × {dim} needs {shared} bytes of shared memory, over {MAX_SHARED_BYTES}"
+        )
+    }
     let partials = Partials::alloc(&dev, rows * num_heads, meta.partitions, dim)?;
     let ints = [
         as_i32(num_heads, "num_heads")?,
@@ -135,11 +155,16 @@ pub(super) fn paged_attention(op: &PagedAttention<'_>, q: &CudaStorage, q_l: &La
         as_i32(meta.max_blocks, "max_blocks")?,
         as_i32(meta.partitions, "partitions")?,
     ];
-    let (keys, _) = op.keys.storage_and_layout();
-    let (values, _) = op.values.storage_and_layout();
+    let (keys, keys_l) = op.keys.storage_and_layout();
+    let (values, values_l) = op.values.storage_and_layout();
+    check_pool(keys_l, layout, "paged attention keys")?;
+    check_pool(values_l, layout, "paged attention values")?;
     let (Storage::Cuda(keys), Storage::Cuda(values)) = (&*keys, &*values) else {
         bail!("paged attention: the pools are not on the CUDA device")
     };
+    if keys.device.id() != dev.id() || values.device.id() != dev.id() {
+        bail!("paged attention: the pools are on another CUDA device")
+    }
     let name = match (&keys.slice, &values.slice) {
         (CudaStorageSlice::F32(_), CudaStorageSlice::F32(_)) => "tessera_paged_attention_f32",
         (CudaStorageSlice::F16(_), CudaStorageSlice::F16(_)) => "tessera_paged_attention_f16",
@@ -152,9 +177,10 @@ pub(super) fn paged_attention(op: &PagedAttention<'_>, q: &CudaStorage, q_l: &La
         block_dim: (ATTENTION_THREADS, 1, 1),
         shared_mem_bytes: shared as u32,
     };
-    with_u32(&op.meta.block_tables, |tables| {
-        with_u32(&op.meta.row_seq, |row_seq| {
-            with_u32(&op.meta.row_pos, |row_pos| {
+    let table_len = meta.seqs() * meta.max_blocks();
+    with_u32(&op.meta.block_tables, table_len, &dev, |tables| {
+        with_u32(&op.meta.row_seq, rows, &dev, |row_seq| {
+            with_u32(&op.meta.row_pos, rows, &dev, |row_pos| {
                 let mut builder = func.builder();
                 builder.arg(&q_view);
                 push_pool(&mut builder, &keys.slice);
@@ -165,7 +191,9 @@ pub(super) fn paged_attention(op: &PagedAttention<'_>, q: &CudaStorage, q_l: &La
                     builder.arg(value);
                 }
                 builder.arg(&op.shape.scale);
-                // SAFETY: shapes checked above; block tables hold validated block ids.
+                // SAFETY: queries, pools and metadata have the checked sizes on this device;
+                // block ids were checked against the layout by KernelMeta::new, and a row
+                // reads only the table entries under its position.
                 unsafe { builder.launch(cfg) }.w()?;
                 Ok(())
             })

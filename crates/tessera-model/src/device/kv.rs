@@ -11,8 +11,8 @@ use candle_core::{DType, Device, Tensor};
 use half::f16;
 use tessera_kv::BlockId;
 
-/// Every layer's pools on one device.
-#[derive(Debug, Clone)]
+/// Every layer's pools on one device (not `Clone`: a clone would alias the device memory).
+#[derive(Debug)]
 pub struct DeviceKv {
     spec: DeviceSpec,
     device: Device,
@@ -84,10 +84,7 @@ impl DeviceKv {
 
     /// Write the batch's new K and V rows (`[rows, num_kv_heads, head_dim]` f32) to their slots.
     pub fn write(&self, layer: usize, keys: &Tensor, values: &Tensor, meta: &DeviceMeta) -> Result<()> {
-        let op = CacheWrite {
-            layout: self.layout,
-            meta,
-        };
+        let op = CacheWrite { meta };
         self.keys[layer]
             .inplace_op2(keys, &op)
             .and_then(|()| self.values[layer].inplace_op2(values, &op))

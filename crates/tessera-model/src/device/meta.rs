@@ -4,26 +4,30 @@
 //! batch, uploaded once per forward and shared by every layer.
 
 use crate::attention::PARTITION_TOKENS;
-use crate::batch::SeqInput;
+use crate::batch::{check_table, SeqInput};
 use crate::kv_cache::KvLayout;
 use crate::{ModelError, Result};
 
 /// Kernel metadata for one ragged batch (what vLLM calls the attention metadata).
+/// Built only by [`KernelMeta::new`], which checks every block id against the
+/// layout: the CUDA kernels index device memory with these values unchecked.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct KernelMeta {
+    /// The pools' shape the ids refer to.
+    pub(crate) layout: KvLayout,
     /// Index of each row's sequence in the batch.
-    pub row_seq: Vec<u32>,
+    pub(crate) row_seq: Vec<u32>,
     /// Absolute position of each row; the row attends to keys `0..=position`.
-    pub row_pos: Vec<u32>,
+    pub(crate) row_pos: Vec<u32>,
     /// Cache slot each row's K/V is written to: `block × block_size + offset`.
-    pub slot_mapping: Vec<u32>,
+    pub(crate) slot_mapping: Vec<u32>,
     /// `[sequences, max_blocks]` block ids, each row padded with block 0 (never read:
     /// a row only reads blocks under its position).
-    pub block_tables: Vec<u32>,
+    pub(crate) block_tables: Vec<u32>,
     /// Width of `block_tables`.
-    pub max_blocks: usize,
+    pub(crate) max_blocks: usize,
     /// Key partitions per row: `ceil(longest context / PARTITION_TOKENS)`.
-    pub partitions: usize,
+    pub(crate) partitions: usize,
 }
 
 impl KernelMeta {
@@ -38,8 +42,12 @@ impl KernelMeta {
                 layout.block_size
             )));
         }
+        for (index, seq) in batch.iter().enumerate() {
+            check_table(index, seq, layout)?;
+        }
         let max_blocks = batch.iter().map(|seq| seq.blocks.len()).max().unwrap_or(0).max(1);
         let mut meta = Self {
+            layout,
             row_seq: Vec::new(),
             row_pos: Vec::new(),
             slot_mapping: Vec::new(),
@@ -62,6 +70,21 @@ impl KernelMeta {
         let longest = meta.row_pos.iter().map(|&pos| pos as usize + 1).max().unwrap_or(1);
         meta.partitions = longest.div_ceil(PARTITION_TOKENS);
         Ok(meta)
+    }
+
+    /// The pools' shape.
+    pub fn layout(&self) -> KvLayout {
+        self.layout
+    }
+
+    /// Key partitions per row.
+    pub fn partitions(&self) -> usize {
+        self.partitions
+    }
+
+    /// Width of the padded block tables.
+    pub fn max_blocks(&self) -> usize {
+        self.max_blocks
     }
 
     /// Rows in the batch.
@@ -143,6 +166,22 @@ mod tests {
         }];
         let meta = KernelMeta::new(&batch, layout()).unwrap();
         assert_eq!(meta.partitions, 2);
+    }
+
+    #[test]
+    fn tables_that_miss_rows_or_leave_the_cache_are_refused() {
+        let short = [BlockId(1)];
+        let outside = [BlockId(128)];
+        for blocks in [&short[..], &outside[..]] {
+            let batch = [SeqInput {
+                tokens: &[1, 2, 3],
+                start_pos: 2,
+                blocks,
+                logits: LogitsFor::Last,
+            }];
+            let error = KernelMeta::new(&batch, layout()).unwrap_err();
+            assert!(matches!(error, ModelError::InvalidBatch(_)), "{error}");
+        }
     }
 
     #[test]

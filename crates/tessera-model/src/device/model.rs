@@ -141,17 +141,11 @@ impl DeviceModel {
     pub fn forward(&self, batch: &[SeqInput<'_>], layout: KvLayout, kv: &DeviceKv) -> Result<Logits> {
         let plan = BatchPlan::new(batch, layout, &self.config)?;
         let meta = kv.upload(KernelMeta::new(batch, layout)?)?;
-        self.run(&plan, &meta, layout, kv)
+        self.run(&plan, &meta, kv)
             .map_err(|e| device_error(&format!("forward on {}", self.spec), e))
     }
 
-    fn run(
-        &self,
-        plan: &BatchPlan<'_>,
-        meta: &DeviceMeta,
-        layout: KvLayout,
-        kv: &DeviceKv,
-    ) -> candle_core::Result<Logits> {
+    fn run(&self, plan: &BatchPlan<'_>, meta: &DeviceMeta, kv: &DeviceKv) -> candle_core::Result<Logits> {
         let rows = plan.tokens.len();
         let tokens = Tensor::from_slice(&plan.tokens, rows, &self.device)?;
         let mut x = self.embedding.index_select(&tokens, 0)?;
@@ -166,7 +160,7 @@ impl DeviceModel {
             rows,
         };
         for (layer, block) in self.blocks.iter().enumerate() {
-            x = self.block_forward(layer, block, &x, &step, layout, kv)?;
+            x = self.block_forward(layer, block, &x, &step, kv)?;
         }
         self.logits(&x, plan)
     }
@@ -177,7 +171,6 @@ impl DeviceModel {
         block: &DeviceBlock,
         x: &Tensor,
         step: &Step<'_>,
-        layout: KvLayout,
         kv: &DeviceKv,
     ) -> candle_core::Result<Tensor> {
         let c = &self.config;
@@ -190,7 +183,6 @@ impl DeviceModel {
             .map_err(|e| candle_core::Error::Msg(e.to_string()))?;
         let (keys, values) = kv.pools(layer);
         let attention = q.apply_op1_no_bwd(&PagedAttention {
-            layout,
             shape: HeadShape {
                 num_heads: c.num_heads,
                 scale: 1.0 / (dim as f32).sqrt(),

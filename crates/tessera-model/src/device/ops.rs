@@ -11,22 +11,30 @@ use candle_core::backend::BackendStorage;
 use candle_core::{bail, CpuStorage, CustomOp1, InplaceOp2, Layout, Shape, Tensor};
 use std::sync::Arc;
 
-/// A batch's kernel metadata, on the host and uploaded to the device.
+/// A batch's kernel metadata, on the host and uploaded to the device (built only by
+/// [`DeviceMeta::upload`] from a checked [`KernelMeta`]).
 #[derive(Debug, Clone)]
+// The tensors are read by the CUDA launches only; the CPU contract reads `host`.
+#[cfg_attr(not(feature = "cuda"), allow(dead_code))]
 pub struct DeviceMeta {
     /// The host arrays (the CPU contract reads these).
-    pub host: Arc<KernelMeta>,
+    pub(crate) host: Arc<KernelMeta>,
     /// `row_seq` as a `u32` tensor.
-    pub row_seq: Tensor,
+    pub(crate) row_seq: Tensor,
     /// `row_pos` as a `u32` tensor.
-    pub row_pos: Tensor,
+    pub(crate) row_pos: Tensor,
     /// `slot_mapping` as a `u32` tensor.
-    pub slot_mapping: Tensor,
+    pub(crate) slot_mapping: Tensor,
     /// `block_tables` as a `u32` tensor `[seqs, max_blocks]`.
-    pub block_tables: Tensor,
+    pub(crate) block_tables: Tensor,
 }
 
 impl DeviceMeta {
+    /// The host arrays.
+    pub fn host(&self) -> &KernelMeta {
+        &self.host
+    }
+
     /// Upload `meta` to `device`.
     pub fn upload(meta: KernelMeta, device: &candle_core::Device) -> candle_core::Result<Self> {
         let upload = |values: &[u32]| Tensor::from_slice(values, values.len(), device);
@@ -42,9 +50,7 @@ impl DeviceMeta {
 
 /// Write `[rows, num_kv_heads, head_dim]` f32 rows into a pool at the batch's slots.
 pub struct CacheWrite<'a> {
-    /// The pool's shape.
-    pub layout: KvLayout,
-    /// The batch's metadata.
+    /// The batch's metadata (the pool's shape included).
     pub meta: &'a DeviceMeta,
 }
 
@@ -71,17 +77,15 @@ impl InplaceOp2 for CacheWrite<'_> {
             bail!("cache write: rows must be f32, got {:?}", src.dtype())
         };
         let rows = contiguous(rows, src_l, "cache write rows")?;
-        let slots = &self.meta.host.slot_mapping;
-        if rows.len() != slots.len() * self.layout.num_kv_heads * self.layout.head_dim {
+        let (layout, slots) = (self.meta.host.layout, &self.meta.host.slot_mapping);
+        if rows.len() != slots.len() * layout.num_kv_heads * layout.head_dim {
             bail!("cache write: {} values for {} slots", rows.len(), slots.len())
         }
-        if pool_l.start_offset() != 0 || !pool_l.is_contiguous() {
-            bail!("cache write: the pool must be a whole contiguous tensor")
-        }
+        check_pool(pool_l, layout, "cache write")?;
         match pool {
-            CpuStorage::F32(pool) => reference::cache_write(self.layout, slots, rows, pool),
-            CpuStorage::F16(pool) => reference::cache_write(self.layout, slots, rows, pool),
-            CpuStorage::BF16(pool) => reference::cache_write(self.layout, slots, rows, pool),
+            CpuStorage::F32(pool) => reference::cache_write(layout, slots, rows, pool),
+            CpuStorage::F16(pool) => reference::cache_write(layout, slots, rows, pool),
+            CpuStorage::BF16(pool) => reference::cache_write(layout, slots, rows, pool),
             other => bail!("cache write: unsupported pool type {:?}", other.dtype()),
         }
         Ok(())
@@ -101,22 +105,32 @@ impl InplaceOp2 for CacheWrite<'_> {
 
 /// Paged attention of `q` (`[rows, num_heads, head_dim]` f32) over one layer's pools.
 pub struct PagedAttention<'a> {
-    /// The pools' shape.
-    pub layout: KvLayout,
     /// Query heads and softmax scale.
     pub shape: HeadShape,
     /// The layer's key pool.
     pub keys: &'a Tensor,
     /// The layer's value pool.
     pub values: &'a Tensor,
-    /// The batch's metadata.
+    /// The batch's metadata (the pools' shape included).
     pub meta: &'a DeviceMeta,
 }
 
 impl PagedAttention<'_> {
     fn attend<T: KvElement>(&self, q: &[f32], keys: &[T], values: &[T]) -> Vec<f32> {
-        reference::paged_attention(self.shape, self.layout, &self.meta.host, q, keys, values)
+        reference::paged_attention(self.shape, self.meta.host.layout, &self.meta.host, q, keys, values)
     }
+}
+
+/// A pool is a whole contiguous tensor of `num_blocks × block_len` elements.
+pub(crate) fn check_pool(pool: &Layout, layout: KvLayout, what: &str) -> candle_core::Result<()> {
+    let want = layout.num_blocks * layout.block_len();
+    if pool.start_offset() != 0 || !pool.is_contiguous() || pool.shape().elem_count() != want {
+        bail!(
+            "{what}: the pool must be a whole contiguous tensor of {want} elements, got {:?}",
+            pool.shape()
+        )
+    }
+    Ok(())
 }
 
 impl CustomOp1 for PagedAttention<'_> {
@@ -129,8 +143,21 @@ impl CustomOp1 for PagedAttention<'_> {
             bail!("paged attention: queries must be f32, got {:?}", q.dtype())
         };
         let q = contiguous(q, q_l, "paged attention queries")?;
-        let (keys, _) = self.keys.storage_and_layout();
-        let (values, _) = self.values.storage_and_layout();
+        let layout = self.meta.host.layout;
+        if q.len() != self.meta.host.rows() * self.shape.num_heads * layout.head_dim
+            || !self.shape.num_heads.is_multiple_of(layout.num_kv_heads)
+        {
+            bail!(
+                "paged attention: {} query values for {} rows × {} heads",
+                q.len(),
+                self.meta.host.rows(),
+                self.shape.num_heads
+            )
+        }
+        let (keys, keys_l) = self.keys.storage_and_layout();
+        let (values, values_l) = self.values.storage_and_layout();
+        check_pool(keys_l, layout, "paged attention keys")?;
+        check_pool(values_l, layout, "paged attention values")?;
         let out = match (&*keys, &*values) {
             (candle_core::Storage::Cpu(keys), candle_core::Storage::Cpu(values)) => match (keys, values) {
                 (CpuStorage::F32(k), CpuStorage::F32(v)) => self.attend(q, k, v),

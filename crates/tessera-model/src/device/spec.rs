@@ -92,7 +92,10 @@ impl DeviceSpec {
         self.check_built()?;
         let opened = match self {
             Self::Cpu | Self::CandleCpu => Ok(candle_core::Device::Cpu),
-            Self::Cuda(ordinal) => candle_core::Device::new_cuda(ordinal),
+            // One stream for every host thread: the model loads on the caller's thread and
+            // runs on the engine's, and candle's `new_cuda` would give each its own
+            // per-thread stream, unordered with each other.
+            Self::Cuda(ordinal) => candle_core::Device::new_cuda_with_stream(ordinal),
             // candle's Metal device opens, but Tessera's two cache kernels have no
             // Metal launch code: refuse here rather than fail at the first forward.
             Self::Metal(_) => Err(candle_core::Error::Msg(
