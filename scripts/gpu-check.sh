@@ -46,6 +46,9 @@ prepare() {
         cuda=$(echo "$VENV"/lib/python3*/site-packages/nvidia/cu13)
     fi
     python3 scripts/cuda-link-stubs.py "$cuda/lib/stubs"
+    # candle-kernels' static MoE kernels also link the CUDA runtime: pip ships the real one
+    # (libcudart.so.13, the SONAME the GPU machine's pip package provides) without the dev link.
+    ln -sf "$cuda/lib/libcudart.so.13" "$cuda/lib/stubs/libcudart.so"
     CUDA_ROOT="$cuda" CUDA_PATH="$cuda" PATH="$cuda/bin:$PATH" \
         CUDARC_CUDA_VERSION=13000 CUDA_COMPUTE_CAP=90 TESSERA_CUDA_ARCH=compute_90 \
         CARGO_TARGET_DIR="$CACHE/target-cuda" CARGO_PROFILE_RELEASE_DEBUG=false \
