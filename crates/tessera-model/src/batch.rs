@@ -44,7 +44,18 @@ pub(crate) struct BatchPlan<'a> {
 }
 
 impl<'a> BatchPlan<'a> {
+    /// Validate and flatten `batch`, with the CPU attention kernel's work items.
     pub fn new(batch: &[SeqInput<'a>], layout: KvLayout, config: &ModelConfig) -> Result<Self> {
+        Self::build(batch, layout, config, true)
+    }
+
+    /// [`BatchPlan::new`] without the CPU attention work items (one per row, KV head and
+    /// partition), which the device path never reads.
+    pub fn without_attention(batch: &[SeqInput<'a>], layout: KvLayout, config: &ModelConfig) -> Result<Self> {
+        Self::build(batch, layout, config, false)
+    }
+
+    fn build(batch: &[SeqInput<'a>], layout: KvLayout, config: &ModelConfig, plan_attention: bool) -> Result<Self> {
         if batch.is_empty() {
             return Err(ModelError::InvalidBatch("the batch is empty".into()));
         }
@@ -81,7 +92,9 @@ impl<'a> BatchPlan<'a> {
                 LogitsFor::All => plan.logit_rows.extend(rows.map(|row| (row, index))),
             }
         }
-        plan.attention = AttentionPlan::new(attention, layout.num_kv_heads);
+        if plan_attention {
+            plan.attention = AttentionPlan::new(attention, layout.num_kv_heads);
+        }
         Ok(plan)
     }
 }

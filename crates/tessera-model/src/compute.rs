@@ -79,19 +79,20 @@ impl Model {
                 self.config().num_layers
             )));
         }
-        let mismatch = ModelError::DeviceMismatch {
-            model: self.device(),
-            cache: kv.device(),
+        let (model_device, cache_device) = (self.device(), kv.device());
+        let mismatch = || ModelError::DeviceMismatch {
+            model: model_device,
+            cache: cache_device,
         };
         let layout = kv.layout();
         match &self.compute {
             Compute::Host(model) => {
-                let layers = kv.host_layers_mut().ok_or(mismatch)?;
+                let layers = kv.host_layers_mut().ok_or_else(mismatch)?;
                 model.forward(batch, layout, layers)
             }
             Compute::Device(model) => {
                 let pools = kv.device_pools().filter(|pools| pools.spec() == model.spec());
-                model.forward(batch, layout, pools.ok_or(mismatch)?)
+                model.forward(batch, layout, pools.ok_or_else(mismatch)?)
             }
         }
     }

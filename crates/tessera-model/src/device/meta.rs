@@ -31,7 +31,8 @@ pub struct KernelMeta {
 }
 
 impl KernelMeta {
-    /// Flatten `batch` (already validated by `BatchPlan::new`) for a cache of `layout`.
+    /// Flatten `batch` for a cache of `layout`, checking its block tables (the kernels
+    /// trust these ids; the device path's `BatchPlan` checks the rest).
     pub fn new(batch: &[SeqInput<'_>], layout: KvLayout) -> Result<Self> {
         let slots = layout.num_blocks.checked_mul(layout.block_size);
         if slots.is_none_or(|slots| slots > u32::MAX as usize) {

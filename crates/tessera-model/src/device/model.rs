@@ -139,7 +139,7 @@ impl DeviceModel {
 
     /// Run one ragged batch (see [`crate::Model::forward`]).
     pub fn forward(&self, batch: &[SeqInput<'_>], layout: KvLayout, kv: &DeviceKv) -> Result<Logits> {
-        let plan = BatchPlan::new(batch, layout, &self.config)?;
+        let plan = BatchPlan::without_attention(batch, layout, &self.config)?;
         let meta = kv.upload(KernelMeta::new(batch, layout)?)?;
         self.run(&plan, &meta, kv)
             .map_err(|e| device_error(&format!("forward on {}", self.spec), e))
