@@ -1,11 +1,11 @@
 //! `shell_exec` and `shell_view`.
 //!
 //! A command runs as `sh -c` in the workspace root with stdin closed, in its
-//! own process group. Two reader threads drain stdout and stderr into one
-//! channel, so the combined output keeps roughly the order it was written
-//! and neither pipe can fill up and stall the child. At the timeout the whole
-//! group is killed. Output past [`CAPTURE_MAX_BYTES`] per stream is drained
-//! and dropped. Every run's full output is saved to `.tessera/shell/<id>.log`
+//! own process group. Its stdout and stderr are one pipe (as `2>&1` would
+//! make them), so the combined output keeps the order it was written in, and
+//! a reader thread drains it so it cannot fill up and stall the child. At the
+//! timeout the whole group is killed. Output past [`CAPTURE_MAX_BYTES`] is
+//! drained and dropped. Every run's full output is saved to `.tessera/shell/<id>.log`
 //! and the observation shows its first [`SHOWN_MAX_CHARS`] chars.
 
 use std::fs::{self, File};
@@ -33,7 +33,7 @@ pub(crate) const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30);
 pub(crate) const SHOWN_MAX_CHARS: usize = 4000;
 /// Lines per `shell_view` page.
 pub(crate) const VIEW_MAX_LINES: usize = 200;
-/// Bytes kept per stream; the rest is drained and dropped.
+/// Bytes of combined output kept; the rest is drained and dropped.
 pub(crate) const CAPTURE_MAX_BYTES: usize = 8 * 1024 * 1024;
 /// How long to wait for the pipes to close once the shell has exited
 /// (a background process may still hold them).
@@ -168,20 +168,18 @@ fn run(command: &str, cwd: &Path, timeout: Duration) -> std::io::Result<Outcome>
         .arg(command)
         .current_dir(cwd)
         .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
         // The agent's API key for `--server` is not the command's business.
         .env_remove("TESSERA_API_KEY");
     #[cfg(unix)]
     std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
+    let (reader, writer) = std::io::pipe()?;
+    cmd.stdout(writer.try_clone()?).stderr(writer);
     let mut child = cmd.spawn()?;
+    // `cmd` holds the parent's copies of the write end: without this drop the
+    // reader would never see end-of-file.
+    drop(cmd);
     let (tx, rx) = mpsc::channel();
-    if let Some(out) = child.stdout.take() {
-        spawn_reader(out, tx.clone());
-    }
-    if let Some(err) = child.stderr.take() {
-        spawn_reader(err, tx);
-    }
+    spawn_reader(reader, tx);
     let ended = match child.wait_timeout(timeout)? {
         Some(status) => Ended::Exited(status),
         None => {
@@ -202,7 +200,7 @@ fn run(command: &str, cwd: &Path, timeout: Duration) -> std::io::Result<Outcome>
     })
 }
 
-/// Drains one pipe into the channel, keeping at most [`CAPTURE_MAX_BYTES`].
+/// Drains the pipe into the channel, keeping at most [`CAPTURE_MAX_BYTES`].
 fn spawn_reader(mut pipe: impl Read + Send + 'static, tx: Sender<Chunk>) {
     thread::spawn(move || {
         let mut buf = [0u8; 8192];
@@ -224,7 +222,7 @@ fn spawn_reader(mut pipe: impl Read + Send + 'static, tx: Sender<Chunk>) {
     });
 }
 
-/// Receives until both readers are done, or [`DRAIN_GRACE`] has passed;
+/// Receives until the reader is done, or [`DRAIN_GRACE`] has passed;
 /// returns the output, whether it was capped, and whether the pipes lingered.
 fn collect(rx: &Receiver<Chunk>) -> (Vec<u8>, bool, bool) {
     let deadline = Instant::now() + DRAIN_GRACE;
