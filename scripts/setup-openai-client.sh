@@ -5,7 +5,14 @@
 set -euo pipefail
 venv="${TESSERA_OPENAI_VENV:-$HOME/.cache/tessera/openai-venv}"
 if ! "$venv/bin/python" -c "import openai, jsonschema" 2>/dev/null; then
-    python3 -m venv "$venv" >&2
-    "$venv/bin/pip" install --quiet --disable-pip-version-check "openai>=1.40,<3" "jsonschema>=4" >&2
+    # Parallel test binaries may call this together: one makes the venv, the others wait.
+    mkdir -p "$(dirname "$venv")"
+    exec 9>"$venv.lock"
+    flock 9
+    if ! "$venv/bin/python" -c "import openai, jsonschema" 2>/dev/null; then
+        echo "setup-openai-client: making $venv (openai, jsonschema from PyPI)" >&2
+        python3 -m venv "$venv" >&2
+        "$venv/bin/pip" install --quiet --disable-pip-version-check "openai>=1.40,<3" "jsonschema>=4" >&2
+    fi
 fi
 echo "$venv/bin/python"

@@ -20,11 +20,15 @@
 mod common;
 
 use candle_core::quantized::{gguf_file, GgmlDType, QTensor};
-use candle_core::{Device, Tensor};
-use candle_transformers::models::quantized_llama::ModelWeights;
+use candle_core::Device;
+use common::reference::{check_quantized, compare, tessera_logits, Reference};
 use std::fs::File;
 use std::path::Path;
-use tessera_model::{KvDtype, LoadOptions, LoadedModel, LogitsFor, Runtime, Sequence};
+use tessera_model::{KvDtype, LoadOptions};
+
+fn reference_logits(gguf: &Path, tokens: &[u32]) -> Vec<Vec<f32>> {
+    common::reference::reference_logits(Reference::Llama, gguf, tokens)
+}
 
 /// Copy `src` to `dst` with every Q4_1 tensor requantized to Q8_0, as Tessera's loader does.
 fn write_repacked_gguf(src: &Path, dst: &Path) {
@@ -43,56 +47,6 @@ fn write_repacked_gguf(src: &Path, dst: &Path) {
     let metadata: Vec<(&str, &gguf_file::Value)> = content.metadata.iter().map(|(k, v)| (k.as_str(), v)).collect();
     let tensor_refs: Vec<(&str, &QTensor)> = tensors.iter().map(|(k, v)| (k.as_str(), v)).collect();
     gguf_file::write(&mut File::create(dst).unwrap(), &metadata, &tensor_refs).unwrap();
-}
-
-/// The reference's logits at every position, feeding one token at a time.
-fn reference_logits(gguf: &Path, tokens: &[u32]) -> Vec<Vec<f32>> {
-    let mut reader = File::open(gguf).unwrap();
-    let content = gguf_file::Content::read(&mut reader).unwrap();
-    let mut reference = ModelWeights::from_gguf(content, &mut reader, &Device::Cpu).unwrap();
-    tokens
-        .iter()
-        .enumerate()
-        .map(|(pos, &token)| {
-            let input = Tensor::new(&[[token]], &Device::Cpu).unwrap();
-            let logits = reference.forward(&input, pos).unwrap();
-            logits.flatten_all().unwrap().to_vec1::<f32>().unwrap()
-        })
-        .collect()
-}
-
-fn tessera_logits(loaded: &LoadedModel, tokens: &[u32], kv_dtype: KvDtype) -> tessera_model::Logits {
-    let (mut pool, mut kv) = common::cache_of(loaded, tokens.len(), kv_dtype);
-    let mut seq = Sequence::new();
-    let runtime = Runtime {
-        model: &loaded.model,
-        pool: &mut pool,
-        kv: &mut kv,
-    };
-    let logits = seq.feed(runtime, tokens, 512, LogitsFor::All).unwrap();
-    seq.release(&mut pool);
-    logits
-}
-
-/// Per-position comparison: (max abs diff, positions whose argmax agrees).
-fn compare(got: &tessera_model::Logits, want: &[Vec<f32>]) -> (f32, usize) {
-    let mut worst = 0f32;
-    let mut agree = 0;
-    for (pos, want_row) in want.iter().enumerate() {
-        worst = worst.max(common::max_abs_diff(got.row(pos), want_row));
-        agree += usize::from(common::argmax(got.row(pos)) == common::argmax(want_row));
-    }
-    (worst, agree)
-}
-
-/// Quantized agreement: argmax at ≥ 95% of positions, logits within 3.0.
-fn check_quantized(what: &str, (worst, agree): (f32, usize), positions: usize) {
-    println!("quantized ({what}): max |Δlogit| {worst:.3}, argmax agrees at {agree}/{positions}");
-    assert!(
-        agree * 100 >= positions * 95,
-        "{what}: argmax agrees at only {agree}/{positions} positions"
-    );
-    assert!(worst < 3.0, "{what}: max abs logit diff {worst}");
 }
 
 /// Dense-f32 tolerance with f32 K/V: f32 sums in different orders (gemm vs our kernels), 30 layers.

@@ -2,6 +2,7 @@
 //! file fails the test with the command that fetches it, never a silent skip.
 #![allow(dead_code)]
 
+pub mod reference;
 pub mod tiny;
 
 use std::path::PathBuf;
@@ -9,24 +10,13 @@ use std::sync::OnceLock;
 use tessera_kv::BlockPool;
 use tessera_model::{KvCache, LoadOptions, LoadedModel, LogitsFor, Runtime, Sequence};
 
-/// The default model's file name.
-pub const MODEL_FILE: &str = "SmolLM2-135M-Instruct.Q4_1.gguf";
-
-/// `$TESSERA_MODEL`, else `$TESSERA_MODELS_DIR/<file>`, else `<repo>/models/<file>`.
+/// `$TESSERA_MODEL`, else the default shipped model (fetched into
+/// `$TESSERA_MODELS_DIR` or `<repo>/models` on first use).
 pub fn model_path() -> PathBuf {
     if let Some(path) = std::env::var_os("TESSERA_MODEL") {
         return PathBuf::from(path);
     }
-    let dir = std::env::var_os("TESSERA_MODELS_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("models"));
-    let path = dir.join(MODEL_FILE);
-    assert!(
-        path.is_file(),
-        "the real model is missing at {}: run scripts/fetch-model.sh (CI does this in .ci/run)",
-        path.display()
-    );
-    path
+    tessera_fixtures::model(tessera_model::default_model().name)
 }
 
 /// The default model, loaded once per test binary (repacked as the runtime does by default).

@@ -6,7 +6,7 @@
 use crate::batch::{Logits, SeqInput};
 use crate::device::{DeviceModel, DeviceSpec};
 use crate::kv_cache::{KvCache, KvDtype, KvLayout};
-use crate::layers::{Linear, RmsNorm};
+use crate::layers::{Embedding, Linear, RmsNorm};
 use crate::model::{Block, HostModel};
 use crate::{ModelConfig, ModelError, Result};
 
@@ -26,7 +26,7 @@ impl Model {
     /// Assemble a CPU model from loaded parts.
     pub fn new(
         config: ModelConfig,
-        embedding: Vec<f32>,
+        embedding: Embedding,
         blocks: Vec<Block>,
         norm: RmsNorm,
         lm_head: Linear,

@@ -1,22 +1,29 @@
 //! The building blocks of a Llama block, on flat `[rows, width]` f32 buffers:
-//! linear layers (quantized or dense weights through candle's matmul), RMSNorm
+//! the token embedding, linear layers (quantized or dense weights), RMSNorm
 //! and the SwiGLU activation.
 
-use crate::matrix::{Matrix, ParallelMatMul};
-use crate::Result;
+use crate::matrix::{dequantize_row, Matrix, ParallelMatMul};
+use crate::{ModelError, Result};
+use std::sync::Arc;
 
 /// `y = x Wᵀ (+ b)`, weights quantized (GGUF) or dense (safetensors), computed
 /// as parallel row slices.
 #[derive(Debug)]
 pub struct Linear {
-    weight: ParallelMatMul,
+    weight: Arc<ParallelMatMul>,
     bias: Option<Vec<f32>>,
 }
 
 impl Linear {
     /// A linear layer over `weight` (`[out, in]`), with an optional bias of length `out`.
     pub fn new(weight: Matrix, bias: Option<Vec<f32>>) -> Result<Self> {
-        let weight = ParallelMatMul::new(weight)?;
+        Self::stacked(vec![weight], bias)
+    }
+
+    /// A linear layer over matrices stacked along `out` (q/k/v, gate/up; see
+    /// [`ParallelMatMul::stacked`]), with an optional bias over all of `out`.
+    pub fn stacked(weights: Vec<Matrix>, bias: Option<Vec<f32>>) -> Result<Self> {
+        let weight = Arc::new(ParallelMatMul::stacked(weights)?);
         if let Some(bias) = &bias {
             if bias.len() != weight.rows() {
                 return Err(crate::ModelError::InvalidConfig(format!(
@@ -34,6 +41,12 @@ impl Linear {
         self.weight.rows()
     }
 
+    /// Separate products one forward runs (more than 1 where stacked
+    /// matrices have different types).
+    pub fn part_count(&self) -> usize {
+        self.weight.part_count()
+    }
+
     /// Apply to `rows` rows of `x` (`[rows, in]`), returning `[rows, out]`.
     pub fn forward(&self, x: &[f32], rows: usize) -> Result<Vec<f32>> {
         let mut y = self.weight.forward(x, rows)?;
@@ -45,6 +58,53 @@ impl Linear {
             }
         }
         Ok(y)
+    }
+}
+
+/// The token embedding, `[vocab, hidden]`: rows are dequantized when looked
+/// up, never held as f32 (Qwen2.5's 151,936 × 1,536 table would be 933 MB).
+#[derive(Debug)]
+pub enum Embedding {
+    /// The table as stored in the file (GGML blocks, or f32 from a dense source).
+    Stored(Matrix),
+    /// The LM head's own weights (tied embeddings): one copy for both.
+    Tied(Arc<ParallelMatMul>),
+}
+
+impl Embedding {
+    /// The embedding of a model whose LM head is `lm_head` (tied: no table of its own).
+    pub fn tied(lm_head: &Linear) -> Self {
+        Embedding::Tied(Arc::clone(&lm_head.weight))
+    }
+
+    /// `(vocab, hidden)`.
+    pub fn dims(&self) -> Result<(usize, usize)> {
+        match self {
+            Embedding::Stored(matrix) => matrix.dims(),
+            Embedding::Tied(weight) => Ok((weight.rows(), weight.cols())),
+        }
+    }
+
+    /// Append the embeddings of `tokens` to `out` (`tokens.len() × hidden` values).
+    pub fn lookup(&self, tokens: &[u32], out: &mut Vec<f32>) -> Result<()> {
+        let (vocab, hidden) = self.dims()?;
+        out.reserve(tokens.len() * hidden);
+        for &token in tokens {
+            let token = token as usize;
+            if token >= vocab {
+                return Err(ModelError::InvalidConfig(format!(
+                    "token id {token} is outside the vocabulary of {vocab}"
+                )));
+            }
+            match self {
+                Embedding::Stored(Matrix::Quantized(q)) => {
+                    out.extend(dequantize_row(q.dtype(), &q.data()?, vocab, token, hidden)?)
+                }
+                Embedding::Stored(Matrix::Dense(t)) => out.extend(t.get(token)?.to_vec1::<f32>()?),
+                Embedding::Tied(weight) => out.extend(weight.row(token)?),
+            }
+        }
+        Ok(())
     }
 }
 

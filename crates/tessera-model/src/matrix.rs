@@ -92,15 +92,31 @@ impl Matrix {
     }
 }
 
-/// A matrix split into row slices computed in parallel: `y = x Wᵀ`.
+/// A weight matrix split into row slices computed in parallel: `y = x Wᵀ`.
+///
+/// Built from one checkpoint matrix or several stacked along `out` (q/k/v,
+/// gate/up). Adjacent parts of one type are fused into one matrix; parts of
+/// different types stay separate products written side by side into one
+/// output (llama.cpp's K-quant presets store `attn_v` as Q6_K beside Q4_K
+/// `attn_q`/`attn_k` in some layers), so a mixed group costs no refusal and no
+/// re-encode. Activations are quantized once per product for every part, and
+/// every part's row slices run in one parallel job.
 #[derive(Debug)]
 pub struct ParallelMatMul {
-    kernel: Kernel,
+    parts: Vec<Part>,
     rows: usize,
     cols: usize,
 }
 
-/// Who computes the product.
+/// Rows `offset..offset + rows` of a [`ParallelMatMul`], one weight type.
+#[derive(Debug)]
+struct Part {
+    offset: usize,
+    rows: usize,
+    kernel: Kernel,
+}
+
+/// Who computes a part's product.
 #[derive(Debug)]
 enum Kernel {
     /// Q8_0, Q4_0, Q4_1, Q4_K and Q6_K weights (Q4_1 repacked to Q8_0 with
@@ -112,7 +128,7 @@ enum Kernel {
         slices: Vec<Range<usize>>,
     },
     /// Every other type: candle's quantized (or dense) matmul per row slice.
-    Candle(Vec<(usize, QMatMul)>),
+    Candle(Vec<(Range<usize>, QMatMul)>),
 }
 
 /// The `tessera-kernels` format of a GGML type, if it has one.
@@ -137,16 +153,25 @@ fn row_ranges(rows: usize) -> Vec<Range<usize>> {
         .collect()
 }
 
-impl ParallelMatMul {
-    /// Split `matrix` into one slice per worker thread.
-    pub fn new(matrix: Matrix) -> Result<Self> {
+/// The type a matrix is stored in, for grouping parts (`None`: dense).
+fn storage_type(matrix: &Matrix) -> Option<GgmlDType> {
+    match matrix {
+        Matrix::Quantized(q) => Some(q.dtype()),
+        Matrix::Dense(_) => None,
+    }
+}
+
+/// One unit of a product's parallel job: a row slice of one part.
+struct Task<'a> {
+    part: &'a Part,
+    slice: usize,
+}
+
+impl Part {
+    fn new(offset: usize, matrix: Matrix) -> Result<Self> {
         let (rows, cols) = matrix.dims()?;
         let slices = row_ranges(rows);
-        let format = match &matrix {
-            Matrix::Quantized(q) => kernel_format(q.dtype()),
-            Matrix::Dense(_) => None,
-        };
-        let kernel = match (&matrix, format) {
+        let kernel = match (&matrix, storage_type(&matrix).and_then(kernel_format)) {
             (Matrix::Quantized(q), Some(format)) => Kernel::Tessera {
                 weights: Weights::from_ggml(format, &q.data()?, rows, cols)
                     .map_err(|e| ModelError::InvalidConfig(format!("{format:?} weights: {e}")))?,
@@ -155,12 +180,138 @@ impl ParallelMatMul {
             _ => {
                 let mut parts = Vec::with_capacity(slices.len());
                 for range in slices {
-                    parts.push((range.len(), matrix.row_slice(range.start, range.len())?));
+                    let slice = matrix.row_slice(range.start, range.len())?;
+                    parts.push((range, slice));
                 }
                 Kernel::Candle(parts)
             }
         };
-        Ok(Self { kernel, rows, cols })
+        Ok(Self { offset, rows, kernel })
+    }
+
+    fn slice_count(&self) -> usize {
+        match &self.kernel {
+            Kernel::Tessera { slices, .. } => slices.len(),
+            Kernel::Candle(slices) => slices.len(),
+        }
+    }
+
+    /// The part's rows computed by slice `slice`.
+    fn slice_rows(&self, slice: usize) -> Range<usize> {
+        match &self.kernel {
+            Kernel::Tessera { slices, .. } => slices[slice].clone(),
+            Kernel::Candle(slices) => slices[slice].0.clone(),
+        }
+    }
+
+    /// Slice `slice` of `x` (as quantized activations and as a tensor):
+    /// `[n, slice rows]`.
+    fn compute(&self, slice: usize, inputs: &Inputs, n: usize) -> Result<Vec<f32>> {
+        match &self.kernel {
+            Kernel::Tessera { weights, slices } => {
+                let range = slices[slice].clone();
+                let activations = inputs.activations.as_ref().ok_or_else(missing_input)?;
+                let mut out = vec![0f32; n * range.len()];
+                let stride = range.len();
+                weights
+                    .matmul(Path::detect(), range, activations, &mut out, stride)
+                    .map_err(kernel_error)?;
+                Ok(out)
+            }
+            Kernel::Candle(slices) => {
+                let input = inputs.tensor.as_ref().ok_or_else(missing_input)?;
+                Ok(slices[slice].1.forward(input)?.flatten_all()?.to_vec1::<f32>()?)
+            }
+        }
+    }
+
+    /// Row `row` of the part's weights as f32 (an embedding lookup).
+    fn row(&self, row: usize, cols: usize) -> Result<Vec<f32>> {
+        match &self.kernel {
+            Kernel::Tessera { weights, .. } => Ok(weights.dequantize_row(row)),
+            Kernel::Candle(slices) => {
+                let (range, slice) = slices
+                    .iter()
+                    .find(|(range, _)| range.contains(&row))
+                    .ok_or_else(|| ModelError::InvalidConfig(format!("row {row} is past the matrix")))?;
+                let local = row - range.start;
+                match slice {
+                    QMatMul::QTensor(q) => dequantize_row(q.dtype(), &q.data()?, range.len(), local, cols),
+                    QMatMul::Tensor(t) | QMatMul::TensorF16(t) => Ok(t
+                        .narrow(0, local, 1)?
+                        .to_dtype(candle_core::DType::F32)?
+                        .flatten_all()?
+                        .to_vec1::<f32>()?),
+                }
+            }
+        }
+    }
+}
+
+/// What a product's parts read: the activations quantized once (own
+/// kernels) and as a tensor (candle's), each only when a part needs it.
+struct Inputs {
+    activations: Option<Q8Activations>,
+    tensor: Option<Tensor>,
+}
+
+fn kernel_error(e: KernelError) -> ModelError {
+    ModelError::InvalidConfig(format!("quantized matmul: {e}"))
+}
+
+fn missing_input() -> ModelError {
+    ModelError::InvalidConfig("quantized matmul: an input was not prepared".into())
+}
+
+/// Row `row` of a `[rows, cols]` matrix of GGML blocks of `dtype`,
+/// dequantized by candle (exactly what dequantizing the whole matrix gives).
+pub(crate) fn dequantize_row(dtype: GgmlDType, bytes: &[u8], rows: usize, row: usize, cols: usize) -> Result<Vec<f32>> {
+    let row_bytes = bytes.len() / rows.max(1);
+    if row >= rows || row_bytes * rows != bytes.len() {
+        return Err(ModelError::InvalidConfig(format!(
+            "row {row} of a {rows}-row matrix of {} bytes",
+            bytes.len()
+        )));
+    }
+    let data = bytes[row * row_bytes..(row + 1) * row_bytes].to_vec();
+    let tensor = QTensor::new(QStorage::from_data(data.into(), &Device::Cpu, dtype)?, (1, cols))?;
+    Ok(tensor.dequantize(&Device::Cpu)?.flatten_all()?.to_vec1::<f32>()?)
+}
+
+impl ParallelMatMul {
+    /// Split `matrix` into one slice per worker thread.
+    pub fn new(matrix: Matrix) -> Result<Self> {
+        Self::stacked(vec![matrix])
+    }
+
+    /// Matrices of equal `in` stacked along `out`, in order: adjacent ones of
+    /// one type fused, the rest separate parts of one product.
+    pub fn stacked(matrices: Vec<Matrix>) -> Result<Self> {
+        let cols = match matrices.first() {
+            Some(first) => first.dims()?.1,
+            None => return Err(ModelError::InvalidConfig("no matrix to multiply by".into())),
+        };
+        let mut groups: Vec<Vec<Matrix>> = Vec::new();
+        for matrix in matrices {
+            let (_, c) = matrix.dims()?;
+            if c != cols {
+                return Err(ModelError::InvalidConfig(format!(
+                    "cannot stack matrices of widths {cols} and {c}"
+                )));
+            }
+            match groups.last_mut() {
+                Some(group) if storage_type(&group[0]) == storage_type(&matrix) => group.push(matrix),
+                _ => groups.push(vec![matrix]),
+            }
+        }
+        let mut parts = Vec::with_capacity(groups.len());
+        let mut rows = 0;
+        for group in groups {
+            let part = Part::new(rows, Matrix::concat_rows(group)?)?;
+            rows += part.rows;
+            parts.push(part);
+        }
+        Ok(Self { parts, rows, cols })
     }
 
     /// Output width.
@@ -168,55 +319,137 @@ impl ParallelMatMul {
         self.rows
     }
 
+    /// Input width.
+    pub fn cols(&self) -> usize {
+        self.cols
+    }
+
+    /// Separate products this matrix runs (1 unless it stacks several types).
+    pub fn part_count(&self) -> usize {
+        self.parts.len()
+    }
+
+    /// Row `row` of the weights as f32, as candle dequantizes it (tied
+    /// embeddings read the LM head's rows).
+    pub fn row(&self, row: usize) -> Result<Vec<f32>> {
+        let part = self
+            .parts
+            .iter()
+            .find(|part| (part.offset..part.offset + part.rows).contains(&row))
+            .ok_or_else(|| ModelError::InvalidConfig(format!("row {row} is past a {}-row matrix", self.rows)))?;
+        part.row(row - part.offset, self.cols)
+    }
+
     /// `x` is `[n, cols]`; returns `[n, rows]`.
     pub fn forward(&self, x: &[f32], n: usize) -> Result<Vec<f32>> {
-        match &self.kernel {
-            Kernel::Tessera { weights, slices } => self.forward_kernel(slices, x, n, |path, range, a, part, stride| {
-                weights.matmul(path, range, a, part, stride)
-            }),
-            Kernel::Candle(slices) => self.forward_candle(slices, x, n),
-        }
-    }
-
-    /// Quantize `x` once, run `kernel` on every row slice in parallel, gather.
-    fn forward_kernel<K>(&self, slices: &[Range<usize>], x: &[f32], n: usize, kernel: K) -> Result<Vec<f32>>
-    where
-        K: Fn(Path, Range<usize>, &Q8Activations, &mut [f32], usize) -> std::result::Result<(), KernelError> + Sync,
-    {
-        let kernel_error = |e: KernelError| ModelError::InvalidConfig(format!("quantized matmul: {e}"));
-        let activations = Q8Activations::quantize(x, n, self.cols).map_err(kernel_error)?;
-        let path = Path::detect();
-        let parts = parallel::map(slices, |range| {
-            let mut part = vec![0f32; n * range.len()];
-            kernel(path, range.clone(), &activations, &mut part, range.len()).map(|()| part)
-        });
+        let own = self.parts.iter().any(|p| matches!(p.kernel, Kernel::Tessera { .. }));
+        let candle = self.parts.iter().any(|p| matches!(p.kernel, Kernel::Candle(_)));
+        let inputs = Inputs {
+            activations: own
+                .then(|| Q8Activations::quantize(x, n, self.cols))
+                .transpose()
+                .map_err(kernel_error)?,
+            tensor: candle
+                .then(|| Tensor::from_slice(x, (n, self.cols), &Device::Cpu))
+                .transpose()?,
+        };
+        let tasks: Vec<Task> = self
+            .parts
+            .iter()
+            .flat_map(|part| (0..part.slice_count()).map(move |slice| Task { part, slice }))
+            .collect();
+        let outputs = parallel::map(&tasks, |task| task.part.compute(task.slice, &inputs, n));
         let mut y = vec![0f32; n * self.rows];
-        for (range, part) in slices.iter().zip(parts) {
-            let part = part.map_err(kernel_error)?;
-            for (row, values) in part.chunks_exact(range.len()).enumerate() {
-                y[row * self.rows + range.start..row * self.rows + range.end].copy_from_slice(values);
+        for (task, output) in tasks.iter().zip(outputs) {
+            let output = output?;
+            let range = task.part.slice_rows(task.slice);
+            let first = task.part.offset + range.start;
+            for (row, values) in output.chunks_exact(range.len()).enumerate() {
+                y[row * self.rows + first..][..range.len()].copy_from_slice(values);
             }
         }
         Ok(y)
     }
+}
 
-    fn forward_candle(&self, slices: &[(usize, QMatMul)], x: &[f32], n: usize) -> Result<Vec<f32>> {
-        let input = Tensor::from_slice(x, (n, self.cols), &Device::Cpu)?;
-        let outputs = parallel::map(slices, |(_, slice)| -> Result<Vec<f32>> {
-            Ok(slice.forward(&input)?.flatten_all()?.to_vec1::<f32>()?)
-        });
-        if outputs.len() == 1 {
-            return outputs.into_iter().next().unwrap_or_else(|| Ok(Vec::new()));
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::device::check::noise;
+
+    /// A `[rows, cols]` matrix of random values quantized by candle to `dtype`.
+    fn quantized(dtype: GgmlDType, rows: usize, cols: usize, seed: u64) -> Matrix {
+        let dense = Tensor::from_vec(noise(seed, rows * cols), (rows, cols), &Device::Cpu).unwrap();
+        Matrix::Quantized(QTensor::quantize(&dense, dtype).unwrap())
+    }
+
+    fn candle_rows(matrix: &Matrix) -> Vec<Vec<f32>> {
+        let Matrix::Quantized(q) = matrix else { panic!("dense") };
+        q.dequantize(&Device::Cpu).unwrap().to_vec2::<f32>().unwrap()
+    }
+
+    const TYPES: [GgmlDType; 7] = [
+        GgmlDType::Q8_0,
+        GgmlDType::Q4_0,
+        GgmlDType::Q4_1,
+        GgmlDType::Q5_0,
+        GgmlDType::Q5_1,
+        GgmlDType::Q4K,
+        GgmlDType::Q6K,
+    ];
+
+    #[test]
+    fn rows_equal_candles_dequantization_for_every_type() {
+        for (i, dtype) in TYPES.into_iter().enumerate() {
+            let matrix = quantized(dtype, 40, 512, i as u64);
+            let want = candle_rows(&matrix);
+            let product = ParallelMatMul::new(quantized(dtype, 40, 512, i as u64)).unwrap();
+            for (r, want_row) in want.iter().enumerate() {
+                let got = product.row(r).unwrap();
+                let same = got.iter().zip(want_row).all(|(a, b)| a.to_bits() == b.to_bits());
+                assert!(same, "{dtype:?} row {r} differs from candle's dequantization");
+            }
+            assert!(product.row(40).is_err(), "a row past the end is an error");
         }
-        let mut y = vec![0f32; n * self.rows];
+    }
+
+    #[test]
+    fn mixed_types_stack_into_one_product_equal_to_separate_ones() {
+        // q/k/v as a Q4_K_M layer stores them: two of one type, then another.
+        let types = [
+            GgmlDType::Q4K,
+            GgmlDType::Q4K,
+            GgmlDType::Q6K,
+            GgmlDType::Q8_0,
+            GgmlDType::Q5_0,
+        ];
+        let heights = [48, 16, 32, 24, 8];
+        let cols = 256;
+        let make = |i: usize| quantized(types[i], heights[i], cols, 100 + i as u64);
+        let stacked = ParallelMatMul::stacked((0..types.len()).map(make).collect()).unwrap();
+        assert_eq!(
+            stacked.part_count(),
+            4,
+            "adjacent Q4_K matrices fuse, the rest stay apart"
+        );
+        assert_eq!(stacked.rows(), heights.iter().sum::<usize>());
+        let n = 3;
+        let x = noise(7, n * cols);
+        let got = stacked.forward(&x, n).unwrap();
         let mut offset = 0;
-        for ((len, _), part) in slices.iter().zip(outputs) {
-            let part = part?;
-            for (row, values) in part.chunks_exact(*len).enumerate() {
-                y[row * self.rows + offset..row * self.rows + offset + len].copy_from_slice(values);
+        for (i, &height) in heights.iter().enumerate() {
+            let alone = ParallelMatMul::new(make(i)).unwrap().forward(&x, n).unwrap();
+            for j in 0..n {
+                let row = &got[j * stacked.rows() + offset..][..height];
+                assert_eq!(row, &alone[j * height..][..height], "part {i}, activation row {j}");
             }
-            offset += len;
+            offset += height;
         }
-        Ok(y)
+        let mismatched = vec![
+            quantized(GgmlDType::Q8_0, 8, 64, 1),
+            quantized(GgmlDType::Q8_0, 8, 96, 2),
+        ];
+        assert!(ParallelMatMul::stacked(mismatched).is_err(), "widths must agree");
+        assert!(ParallelMatMul::stacked(Vec::new()).is_err());
     }
 }

@@ -7,7 +7,7 @@
 use crate::attention::{paged_attention, AttentionShape};
 use crate::batch::{BatchPlan, Logits, SeqInput};
 use crate::kv_cache::{KvLayout, LayerKv};
-use crate::layers::{add_in_place, swiglu_fused, Linear, RmsNorm};
+use crate::layers::{add_in_place, swiglu_fused, Embedding, Linear, RmsNorm};
 use crate::rope::{Rope, RopeAngles};
 use crate::{ModelConfig, ModelError, Result};
 
@@ -92,8 +92,8 @@ fn split_qkv(qkv: &[f32], c: &ModelConfig) -> (Vec<f32>, Vec<f32>, Vec<f32>) {
 #[derive(Debug)]
 pub(crate) struct HostModel {
     config: ModelConfig,
-    /// `token_embd` / `embed_tokens`, dequantized, `[vocab, hidden]`.
-    embedding: Vec<f32>,
+    /// `token_embd` / `embed_tokens`, `[vocab, hidden]`.
+    embedding: Embedding,
     blocks: Vec<Block>,
     /// `output_norm` / `norm`.
     norm: RmsNorm,
@@ -106,16 +106,16 @@ impl HostModel {
     /// Assemble a model from loaded parts.
     pub fn new(
         config: ModelConfig,
-        embedding: Vec<f32>,
+        embedding: Embedding,
         blocks: Vec<Block>,
         norm: RmsNorm,
         lm_head: Linear,
     ) -> Result<Self> {
         config.validate()?;
-        if embedding.len() != config.vocab_size * config.hidden_size || blocks.len() != config.num_layers {
+        let (vocab, hidden) = embedding.dims()?;
+        if (vocab, hidden) != (config.vocab_size, config.hidden_size) || blocks.len() != config.num_layers {
             return Err(ModelError::InvalidConfig(format!(
-                "embedding has {} values for vocab {} × hidden {}, and {} blocks for {} layers",
-                embedding.len(),
+                "embedding of shape [{vocab}, {hidden}] for vocab {} × hidden {}, and {} blocks for {} layers",
                 config.vocab_size,
                 config.hidden_size,
                 blocks.len(),
@@ -142,7 +142,8 @@ impl HostModel {
     pub fn forward(&self, batch: &[SeqInput<'_>], layout: KvLayout, layers: &mut [LayerKv]) -> Result<Logits> {
         let plan = BatchPlan::new(batch, layout, &self.config)?;
         let _span = tracing::debug_span!("forward", rows = plan.tokens.len(), seqs = batch.len()).entered();
-        let mut x = self.embed(&plan.tokens);
+        let mut x = Vec::new();
+        self.embedding.lookup(&plan.tokens, &mut x)?;
         let angles = self.rope.angles(&plan.positions);
         let ctx = BlockContext {
             config: &self.config,
@@ -156,16 +157,6 @@ impl HostModel {
             block.forward(&mut x, &ctx, kv)?;
         }
         self.logits(&x, &plan)
-    }
-
-    fn embed(&self, tokens: &[u32]) -> Vec<f32> {
-        let width = self.config.hidden_size;
-        let mut x = Vec::with_capacity(tokens.len() * width);
-        for &token in tokens {
-            let start = token as usize * width;
-            x.extend_from_slice(&self.embedding[start..start + width]);
-        }
-        x
     }
 
     /// Final norm and LM head for the logit rows only.

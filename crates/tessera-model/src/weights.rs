@@ -3,7 +3,7 @@
 
 use crate::compute::Model;
 use crate::device::{DeviceModel, DeviceSpec};
-use crate::layers::{Linear, RmsNorm};
+use crate::layers::{Embedding, Linear, RmsNorm};
 use crate::matrix::Matrix;
 use crate::model::Block;
 use crate::{ModelConfig, ModelError, Result};
@@ -93,19 +93,28 @@ pub(crate) fn build_model(
             config, source, names, device, dequantize,
         )?));
     }
-    let embedding = source.dense(names.embedding)?;
-    check_shape(names.embedding, &embedding, &[config.vocab_size, config.hidden_size])?;
-    let embedding = to_vec(&embedding)?;
+    let vocab_shape = [config.vocab_size, config.hidden_size];
+    let shape = source.shape(names.embedding)?;
+    if shape != vocab_shape {
+        return Err(ModelError::InvalidConfig(format!(
+            "`{}` has shape {shape:?}, expected {vocab_shape:?}",
+            names.embedding
+        )));
+    }
     let blocks = (0..config.num_layers)
         .map(|layer| load_block(&config, source, names, layer))
         .collect::<Result<Vec<_>>>()?;
     let norm = RmsNorm::new(vector(source, names.norm, config.hidden_size)?, config.rms_norm_eps);
-    let head_name = if source.has(names.lm_head) {
-        names.lm_head
+    let (embedding, lm_head) = if source.has(names.lm_head) {
+        let lm_head = Linear::new(source.matrix(names.lm_head)?, None)?;
+        (
+            Embedding::Stored(Matrix::Quantized(source.qtensor(names.embedding)?)),
+            lm_head,
+        )
     } else {
-        names.embedding
+        let lm_head = Linear::new(source.matrix(names.embedding)?, None)?;
+        (Embedding::tied(&lm_head), lm_head)
     };
-    let lm_head = Linear::new(source.matrix(head_name)?, None)?;
     Model::new(config, embedding, blocks, norm, lm_head)
 }
 
@@ -147,7 +156,7 @@ fn load_block(config: &ModelConfig, source: &mut dyn TensorSource, names: &Weigh
             }
             _ => None,
         };
-        Linear::new(Matrix::concat_rows(matrices)?, bias)
+        Linear::stacked(matrices, bias)
     };
     let qkv_proj = fused(
         &[(1, q_width, hidden), (2, kv_width, hidden), (3, kv_width, hidden)],
@@ -182,16 +191,6 @@ fn vector(source: &mut dyn TensorSource, name: &str, len: usize) -> Result<Vec<f
         )));
     }
     Ok(values)
-}
-
-fn check_shape(name: &str, tensor: &Tensor, want: &[usize]) -> Result<()> {
-    if tensor.dims() != want {
-        return Err(ModelError::InvalidConfig(format!(
-            "`{name}` has shape {:?}, expected {want:?}",
-            tensor.dims()
-        )));
-    }
-    Ok(())
 }
 
 fn to_vec(tensor: &Tensor) -> Result<Vec<f32>> {

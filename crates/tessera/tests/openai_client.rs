@@ -2,7 +2,7 @@
 //! Python client (`scripts/openai_client_check.py`: every tool-choice mode,
 //! streamed and not, calls validated with `jsonschema`; the README example).
 //! Then SIGTERM: the server stops cleanly. The client lives in a venv made by
-//! `scripts/setup-openai-client.sh` (CI runs it); a missing one fails loudly.
+//! `scripts/setup-openai-client.sh`, run on first use; a failed setup fails loudly.
 
 mod common;
 
@@ -12,23 +12,9 @@ use std::process::Command;
 
 const REPO: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../..");
 
-/// The venv's interpreter: `$TESSERA_OPENAI_PYTHON`, else the setup script's default place.
-fn python() -> PathBuf {
-    let path = std::env::var_os("TESSERA_OPENAI_PYTHON")
-        .map(PathBuf::from)
-        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache/tessera/openai-venv/bin/python")))
-        .expect("HOME or TESSERA_OPENAI_PYTHON must be set");
-    assert!(
-        path.is_file(),
-        "the openai client venv is missing at {}: run scripts/setup-openai-client.sh (CI does this in .ci/run)",
-        path.display()
-    );
-    path
-}
-
 #[test]
 fn the_official_openai_client_works_unchanged() {
-    let python = python();
+    let python = tessera_fixtures::openai_python();
     let (mut server, url) = serve();
     let check = Command::new(&python)
         .arg(PathBuf::from(REPO).join("scripts/openai_client_check.py"))

@@ -183,7 +183,7 @@ mod tests {
     use super::*;
 
     fn tokenizer() -> Tokenizer {
-        let path = crate::model_files::models_dir().join(crate::model_files::DEFAULT_MODEL_FILE);
+        let path = crate::model_files::models_dir().join(tessera_model::default_model().file);
         assert!(
             path.is_file(),
             "the real model is missing at {}: run scripts/fetch-model.sh",

@@ -3,23 +3,15 @@
 #![allow(dead_code)]
 
 use std::io::{BufRead, BufReader};
-use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
 use std::time::Duration;
 
-/// `$TESSERA_MODELS_DIR` (as CI sets it) or the checkout's `models/`.
+/// The default shipped model's path (fetched on first use).
 pub fn real_model() -> String {
-    let dir = std::env::var_os("TESSERA_MODELS_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../models"));
-    let path = dir.join("SmolLM2-135M-Instruct.Q4_1.gguf");
-    assert!(
-        path.is_file(),
-        "the real model is missing at {}: run scripts/fetch-model.sh",
-        path.display()
-    );
-    path.to_string_lossy().into_owned()
+    tessera_fixtures::model(tessera_model::default_model().name)
+        .to_string_lossy()
+        .into_owned()
 }
 
 /// Start `tessera serve` on a free port; returns the child and its base URL.
