@@ -160,9 +160,10 @@ impl Weights {
             unsafe {
                 match self {
                     Weights::Q8_0(w) => crate::x86::matmul(w, rows, x, out, stride),
-                    Weights::Q4_0(Q4_0Weights(w)) | Weights::Q4_1(Q4_1Weights(w)) | Weights::Q4K(Q4KWeights(w)) => {
+                    Weights::Q4_0(Q4_0Weights(w)) | Weights::Q4_1(Q4_1Weights(w)) => {
                         crate::x86_q4::matmul_q4(w, rows, x, out, stride)
                     }
+                    Weights::Q4K(w) => crate::x86_q4_k::matmul_q4_k(w, rows, x, out, stride),
                     Weights::Q6K(w) => crate::x86_q6_k::matmul_q6_k(w, rows, x, out, stride),
                 }
             }
@@ -170,9 +171,10 @@ impl Weights {
         }
         match self {
             Weights::Q8_0(w) => portable::matmul(w, rows, x, out, stride),
-            Weights::Q4_0(Q4_0Weights(w)) | Weights::Q4_1(Q4_1Weights(w)) | Weights::Q4K(Q4KWeights(w)) => {
+            Weights::Q4_0(Q4_0Weights(w)) | Weights::Q4_1(Q4_1Weights(w)) => {
                 portable::matmul_q4(w, rows, x, out, stride)
             }
+            Weights::Q4K(w) => portable::matmul_q4_k(w, rows, x, out, stride),
             Weights::Q6K(w) => portable::matmul_q6_k(w, rows, x, out, stride),
         }
         Ok(())

@@ -3,8 +3,8 @@
 //! Quantized weight matrices times activations quantized per row to 8 bits,
 //! as GGML defines the formats: Q8_0 (32 signed bytes and one scale per
 //! block), Q4_0 and Q4_1 (32 four-bit values, a scale, and for Q4_1 a
-//! minimum per block), and the K-quants Q4_K (256-value super-blocks, run as
-//! Q4_1-shaped sub-blocks) and Q6_K (unpacked to bytes at load).
+//! minimum per block), and the K-quants Q4_K (256-value super-blocks, kept at
+//! GGML's bytes) and Q6_K (unpacked to bytes at load).
 //!
 //! The Q8_0 and Q4_1 kernels compute each output exactly as candle's
 //! reference dot product does (same integer partial sums, same float
@@ -38,12 +38,15 @@ mod x86;
 #[cfg(target_arch = "x86_64")]
 mod x86_q4;
 #[cfg(target_arch = "x86_64")]
+mod x86_q4_k;
+#[cfg(target_arch = "x86_64")]
 mod x86_q6_k;
 
 pub use activations::Q8Activations;
 pub use dispatch::{Format, Path, Weights};
 pub use error::KernelError;
-pub use q4::{Q4KWeights, Q4_0Weights, Q4_1Weights};
+pub use q4::{Q4_0Weights, Q4_1Weights};
+pub use q4_k::Q4KWeights;
 pub use q6_k::Q6KWeights;
 pub use q8_0::Q8_0Weights;
 

@@ -4,7 +4,7 @@
 //! the lanes are summed as `((l0+l4)+(l2+l6)) + ((l1+l5)+(l3+l7))`.
 
 use crate::q4::{NibbleGroups, Q4Kind};
-use crate::{Q6KWeights, Q8Activations, Q8_0Weights, BLOCK, LANES};
+use crate::{Q4KWeights, Q6KWeights, Q8Activations, Q8_0Weights, BLOCK, LANES};
 use std::ops::Range;
 
 /// One output: row `row` of `w` against row `x_row` of `x`.
@@ -60,7 +60,7 @@ pub(crate) fn dot_q4(w: &NibbleGroups, row: usize, x: &Q8Activations, x_row: usi
             .map(|(j, &q)| (q & 0x0F) as i32 * y[j] as i32 + (q >> 4) as i32 * y[j + BLOCK / 2] as i32)
             .sum();
         sum += match w.kind() {
-            Q4Kind::Q4_1 | Q4Kind::Q4K => dot as f32 * d * scales[b] + m * sums[b],
+            Q4Kind::Q4_1 => dot as f32 * d * scales[b] + m * sums[b],
             Q4Kind::Q4_0 => (dot - 8 * isums[b]) as f32 * d * scales[b],
         };
     }
@@ -72,6 +72,35 @@ pub(crate) fn matmul_q4(w: &NibbleGroups, rows: Range<usize>, x: &Q8Activations,
     for j in 0..x.rows() {
         for (i, r) in rows.clone().enumerate() {
             out[j * stride + i] = dot_q4(w, r, x, j);
+        }
+    }
+}
+
+/// One Q4_K output: per 32-value sub-block, Q4_1's arithmetic with
+/// `d = d·scale` and `m = −dmin·min` formed in f32:
+/// `sum += (Σq·y · d) · d_y + m · s_y`, the integer dot exact, blocks in order.
+pub(crate) fn dot_q4_k(w: &Q4KWeights, row: usize, x: &Q8Activations, x_row: usize) -> f32 {
+    let (quants, scales, sums) = (x.row_quants(x_row), x.row_scales(x_row), x.row_sums(x_row));
+    let mut sum = 0f32;
+    for b in 0..w.blocks() {
+        let (d, m) = w.block_factors(row, b);
+        let y = &quants[b * BLOCK..(b + 1) * BLOCK];
+        let dot: i32 = w
+            .block_quants(row, b)
+            .iter()
+            .zip(y)
+            .map(|(&q, &y)| q as i32 * y as i32)
+            .sum();
+        sum += dot as f32 * d * scales[b] + m * sums[b];
+    }
+    sum
+}
+
+/// See [`matmul`], for Q4_K weights.
+pub(crate) fn matmul_q4_k(w: &Q4KWeights, rows: Range<usize>, x: &Q8Activations, out: &mut [f32], stride: usize) {
+    for j in 0..x.rows() {
+        for (i, r) in rows.clone().enumerate() {
+            out[j * stride + i] = dot_q4_k(w, r, x, j);
         }
     }
 }

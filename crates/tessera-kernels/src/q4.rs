@@ -33,9 +33,6 @@ pub(crate) enum Q4Kind {
     Q4_0,
     /// `w = d·q + m`.
     Q4_1,
-    /// `w = d·q + m` with f32 `d` and `m`: Q4_K's 32-value sub-blocks, whose
-    /// `d·scale` and `−dmin·min` products f16 cannot hold exactly.
-    Q4K,
 }
 
 impl Q4Kind {
@@ -43,16 +40,13 @@ impl Q4Kind {
     fn headers(self) -> usize {
         match self {
             Q4Kind::Q4_0 => 1,
-            Q4Kind::Q4_1 | Q4Kind::Q4K => 2,
+            Q4Kind::Q4_1 => 2,
         }
     }
 
-    /// Bytes of one header value: f16, or f32 for Q4_K.
+    /// Bytes of one header value (f16).
     pub(crate) fn header_bytes(self) -> usize {
-        match self {
-            Q4Kind::Q4_0 | Q4Kind::Q4_1 => 2,
-            Q4Kind::Q4K => 4,
-        }
+        2
     }
 
     /// A source block: the headers, then 16 bytes of nibbles (low nibbles are
@@ -140,10 +134,7 @@ impl NibbleGroups {
         let width = self.kind.header_bytes();
         let read = |header: usize| {
             let at = (header * GROUP + lane) * width;
-            match width {
-                2 => f16::from_le_bytes([data[at], data[at + 1]]).to_f32(),
-                _ => f32::from_le_bytes([data[at], data[at + 1], data[at + 2], data[at + 3]]),
-            }
+            f16::from_le_bytes([data[at], data[at + 1]]).to_f32()
         };
         let mut nibbles = [0u8; BLOCK / 2];
         for t in 0..4 {
@@ -152,7 +143,7 @@ impl NibbleGroups {
         }
         let m = match self.kind {
             Q4Kind::Q4_0 => 0.0,
-            Q4Kind::Q4_1 | Q4Kind::Q4K => read(1),
+            Q4Kind::Q4_1 => read(1),
         };
         (read(0), m, nibbles)
     }
@@ -160,7 +151,7 @@ impl NibbleGroups {
     fn dequantize_row(&self, row: usize) -> Vec<f32> {
         let value = |q: u8, d: f32, m: f32| match self.kind {
             Q4Kind::Q4_0 => (q as f32 - 8.0) * d,
-            Q4Kind::Q4_1 | Q4Kind::Q4K => q as f32 * d + m,
+            Q4Kind::Q4_1 => q as f32 * d + m,
         };
         (0..self.blocks())
             .flat_map(|b| {
@@ -206,10 +197,6 @@ macro_rules! q4_weights {
 
 q4_weights!(Q4_0Weights, "A `[rows, cols]` Q4_0 matrix in row groups.");
 q4_weights!(Q4_1Weights, "A `[rows, cols]` Q4_1 matrix in row groups.");
-q4_weights!(
-    Q4KWeights,
-    "A `[rows, cols]` Q4_K matrix, its sub-blocks as f32-header Q4_1 blocks in row groups (see `q4_k.rs`)."
-);
 
 impl Q4_0Weights {
     /// Repack GGML Q4_0 bytes of a `[rows, cols]` matrix.

@@ -310,6 +310,14 @@ fn q4_k_dequantizes_as_ggml_defines_it() {
 }
 
 #[test]
+fn q4_k_holds_ggmls_bytes() {
+    let mut rng = Rng(9);
+    let bytes = random_q4_k_bytes(&mut rng, 16, 512);
+    let w = Q4KWeights::from_ggml(&bytes, 16, 512).unwrap();
+    assert_eq!(w.bytes(), bytes.len(), "4.5 bits per weight, as GGML stores them");
+}
+
+#[test]
 fn q6_k_dequantizes_as_ggml_defines_it() {
     // One super-block, d = 0.5. Value 0: ql[0] low nibble 5, qh[0] bits 0-1 = 2
     // → q = 5 | 2 << 4 = 37, scale[0] = 3. Value 232 (chunk 1, l = 8, the

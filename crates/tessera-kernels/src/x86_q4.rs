@@ -23,16 +23,14 @@ pub(crate) unsafe fn matmul_q4(
     stride: usize,
 ) {
     match w.kind() {
-        Q4Kind::Q4_0 => unsafe { matmul_groups::<false, false>(w, rows, x, out, stride) },
-        Q4Kind::Q4_1 => unsafe { matmul_groups::<true, false>(w, rows, x, out, stride) },
-        Q4Kind::Q4K => unsafe { matmul_groups::<true, true>(w, rows, x, out, stride) },
+        Q4Kind::Q4_0 => unsafe { matmul_groups::<false>(w, rows, x, out, stride) },
+        Q4Kind::Q4_1 => unsafe { matmul_groups::<true>(w, rows, x, out, stride) },
     }
 }
 
-/// `MIN`: a minimum per block (Q4_1, Q4_K) rather than an offset of −8
-/// (Q4_0); `WIDE`: f32 headers (Q4_K) rather than f16.
+/// `MIN`: a minimum per block (Q4_1) rather than an offset of −8 (Q4_0).
 #[target_feature(enable = "avx2,fma,f16c")]
-unsafe fn matmul_groups<const MIN: bool, const WIDE: bool>(
+unsafe fn matmul_groups<const MIN: bool>(
     w: &NibbleGroups,
     rows: Range<usize>,
     x: &Q8Activations,
@@ -42,7 +40,7 @@ unsafe fn matmul_groups<const MIN: bool, const WIDE: bool>(
     // A tile of `C` activation rows at (`group`, `j`).
     macro_rules! tile {
         ($c:literal, $group:expr, $j:expr) => {
-            group_tile::<$c, MIN, WIDE>(w, $group, x, $j)
+            group_tile::<$c, MIN>(w, $group, x, $j)
         };
     }
     for_each_group_tile!(rows, x, out, stride, tile);
@@ -115,7 +113,7 @@ pub(crate) fn store_group(lanes: __m256, first: usize, rows: &Range<usize>, out_
 /// The eight outputs of weight group `group` against activation rows `j0..j0 + C`.
 #[target_feature(enable = "avx2,fma,f16c")]
 #[inline]
-unsafe fn group_tile<const C: usize, const MIN: bool, const WIDE: bool>(
+unsafe fn group_tile<const C: usize, const MIN: bool>(
     w: &NibbleGroups,
     group: usize,
     x: &Q8Activations,
@@ -137,16 +135,15 @@ unsafe fn group_tile<const C: usize, const MIN: bool, const WIDE: bool>(
     }
     for b in 0..w.blocks() {
         let data = w.group_block(group, b).as_ptr();
-        // SAFETY: a group block holds 8 d, (but Q4_0) 8 m, as f16 or (`WIDE`)
-        // f32, then four 32-byte registers.
+        // SAFETY: a group block holds 8 f16 d, (but Q4_0) 8 f16 m, then four 32-byte registers.
         let (d, m) = unsafe {
-            match (WIDE, MIN) {
-                (true, _) => (_mm256_loadu_ps(data.cast()), _mm256_loadu_ps(data.add(32).cast())),
-                (false, true) => (
+            if MIN {
+                (
                     _mm256_cvtph_ps(_mm_loadu_si128(data.cast())),
                     _mm256_cvtph_ps(_mm_loadu_si128(data.add(16).cast())),
-                ),
-                (false, false) => (_mm256_cvtph_ps(_mm_loadu_si128(data.cast())), _mm256_setzero_ps()),
+                )
+            } else {
+                (_mm256_cvtph_ps(_mm_loadu_si128(data.cast())), _mm256_setzero_ps())
             }
         };
         let mut dots = [_mm256_setzero_si256(); C];

@@ -1,0 +1,164 @@
+//! The AVX2+FMA+F16C path of Q4_K at GGML's bytes (layout in `q4_k.rs`):
+//! eight weight rows in the eight lanes of a register, up to four activation
+//! rows at a time. Per group and super-block the 64 scales and 64 mins are
+//! unpacked from their 96 bytes with a few vector operations; per sub-block
+//! pair, eight registers of nibbles give both sub-blocks' exact integer dots
+//! (low nibbles against the even sub-block's activations, high nibbles
+//! against the odd one's: eight `maddubs` results summed in 16 bits,
+//! |Σ| ≤ 8·2·15·128 < 2¹⁵), then per sub-block the portable `dot_q4_k`
+//! arithmetic, lane by lane, in the same order.
+
+use crate::q4::GROUP;
+use crate::q4_k::{DMIN_AT, HIGH_BITS_AT, MINS_AT, NIBBLES_AT, PAIR_BYTES, SCALES_AT, SUB_BLOCKS};
+use crate::x86_q4::for_each_group_tile;
+use crate::{Q4KWeights, Q8Activations, BLOCK};
+use std::arch::x86_64::*;
+use std::ops::Range;
+
+/// See `portable::matmul_q4_k`.
+///
+/// # Safety
+/// The CPU has AVX2, FMA and F16C; the caller checked the shapes and that
+/// `rows` starts on a group.
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(crate) unsafe fn matmul_q4_k(
+    w: &Q4KWeights,
+    rows: Range<usize>,
+    x: &Q8Activations,
+    out: &mut [f32],
+    stride: usize,
+) {
+    // A tile of `C` activation rows at (`group`, `j`).
+    macro_rules! tile {
+        ($c:literal, $group:expr, $j:expr) => {
+            group_tile::<$c>(w, $group, x, $j)
+        };
+    }
+    for_each_group_tile!(rows, x, out, stride, tile);
+}
+
+/// A group super-block's per-sub-block factors as f32 lanes (one per row):
+/// `d·scale_j` and `−dmin·min_j` for sub-blocks `j = 0..8`, unpacked from
+/// the 96 bytes of 6-bit scales and mins (the layout of `q4_k.rs`) without
+/// leaving registers.
+///
+/// # Safety
+/// `data` points at a whole group super-block.
+#[target_feature(enable = "avx2,fma,f16c")]
+#[inline]
+unsafe fn super_block_factors(data: *const u8) -> ([__m256; SUB_BLOCKS], [__m256; SUB_BLOCKS]) {
+    let nibble = _mm256_set1_epi8(0x0F);
+    let two = _mm256_set1_epi8(3);
+    // SAFETY: the caller's pointer covers the whole group super-block.
+    let (d, dmin, scales, mins, high) = unsafe {
+        (
+            _mm256_cvtph_ps(_mm_loadu_si128(data.cast())),
+            _mm256_cvtph_ps(_mm_loadu_si128(data.add(DMIN_AT).cast())),
+            _mm256_loadu_si256(data.add(SCALES_AT).cast()),
+            _mm256_loadu_si256(data.add(MINS_AT).cast()),
+            _mm256_loadu_si256(data.add(HIGH_BITS_AT).cast()),
+        )
+    };
+    // Bits 0–1 of each byte of `shifted`, moved to bits 4–5 (a 16-bit shift
+    // by 4 keeps bits 0–1 inside their byte).
+    let high_bits = |shifted: __m256i| _mm256_slli_epi16(_mm256_and_si256(shifted, two), 4);
+    // Byte k of the first register is value k (sub-blocks 0..4), of the second value k + 32.
+    let scale_values = [
+        _mm256_or_si256(_mm256_and_si256(scales, nibble), high_bits(high)),
+        _mm256_or_si256(
+            _mm256_and_si256(_mm256_srli_epi16(scales, 4), nibble),
+            high_bits(_mm256_srli_epi16(high, 2)),
+        ),
+    ];
+    let min_values = [
+        _mm256_or_si256(_mm256_and_si256(mins, nibble), high_bits(_mm256_srli_epi16(high, 4))),
+        _mm256_or_si256(
+            _mm256_and_si256(_mm256_srli_epi16(mins, 4), nibble),
+            high_bits(_mm256_srli_epi16(high, 6)),
+        ),
+    ];
+    let sign = _mm256_set1_ps(-0.0);
+    let mut d_scale = [_mm256_setzero_ps(); SUB_BLOCKS];
+    let mut minus_min = [_mm256_setzero_ps(); SUB_BLOCKS];
+    for j in 0..SUB_BLOCKS {
+        let (s, m) = (
+            eight_values(scale_values[j / 4], j % 4),
+            eight_values(min_values[j / 4], j % 4),
+        );
+        d_scale[j] = _mm256_mul_ps(d, s);
+        minus_min[j] = _mm256_xor_ps(_mm256_mul_ps(dmin, m), sign);
+    }
+    (d_scale, minus_min)
+}
+
+/// Bytes `8q..8q + 8` of `values` (unsigned) as eight f32 lanes.
+#[target_feature(enable = "avx2")]
+#[inline]
+fn eight_values(values: __m256i, q: usize) -> __m256 {
+    let half = match q / 2 {
+        0 => _mm256_castsi256_si128(values),
+        _ => _mm256_extracti128_si256(values, 1),
+    };
+    let bytes = match q % 2 {
+        0 => half,
+        _ => _mm_srli_si128(half, 8),
+    };
+    _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(bytes))
+}
+
+/// The eight outputs of weight group `group` against activation rows `j0..j0 + C`.
+///
+/// # Safety
+/// As [`matmul_q4_k`]; `j0 + C <= x.rows()` and `group` is a group of `w`.
+#[target_feature(enable = "avx2,fma,f16c")]
+#[inline]
+unsafe fn group_tile<const C: usize>(w: &Q4KWeights, group: usize, x: &Q8Activations, j0: usize) -> [__m256; C] {
+    let ones = _mm256_set1_epi16(1);
+    let nibble = _mm256_set1_epi8(0x0F);
+    let mut acc = [_mm256_setzero_ps(); C];
+    let mut quants: [&[i8]; C] = [&[]; C];
+    let mut scales: [&[f32]; C] = [&[]; C];
+    let mut sums: [&[f32]; C] = [&[]; C];
+    for c in 0..C {
+        quants[c] = x.row_quants(j0 + c);
+        scales[c] = x.row_scales(j0 + c);
+        sums[c] = x.row_sums(j0 + c);
+    }
+    for sb in 0..w.supers() {
+        let data = w.group_super(group, sb).as_ptr();
+        // SAFETY: `data` is a whole group super-block.
+        let (d_scale, minus_min) = unsafe { super_block_factors(data) };
+        for pair in 0..SUB_BLOCKS / 2 {
+            let (even, odd) = (sb * SUB_BLOCKS + 2 * pair, sb * SUB_BLOCKS + 2 * pair + 1);
+            let mut dots = [[_mm256_setzero_si256(); C]; 2];
+            for t in 0..8 {
+                // SAFETY: a pair holds eight 32-byte registers after NIBBLES_AT.
+                let packed = unsafe { _mm256_loadu_si256(data.add(NIBBLES_AT + pair * PAIR_BYTES + t * 32).cast()) };
+                let low = _mm256_and_si256(packed, nibble);
+                let high = _mm256_and_si256(_mm256_srli_epi16(packed, 4), nibble);
+                for c in 0..C {
+                    // SAFETY: activation blocks are 32 bytes and 4t + 4 <= 32.
+                    let (y_even, y_odd) = unsafe {
+                        let row = quants[c].as_ptr();
+                        (
+                            _mm256_set1_epi32(row.add(even * BLOCK + t * 4).cast::<i32>().read_unaligned()),
+                            _mm256_set1_epi32(row.add(odd * BLOCK + t * 4).cast::<i32>().read_unaligned()),
+                        )
+                    };
+                    dots[0][c] = _mm256_add_epi16(dots[0][c], _mm256_maddubs_epi16(low, y_even));
+                    dots[1][c] = _mm256_add_epi16(dots[1][c], _mm256_maddubs_epi16(high, y_odd));
+                }
+            }
+            for (half, b) in [even, odd].into_iter().enumerate() {
+                let j = 2 * pair + half;
+                for c in 0..C {
+                    let dot = _mm256_cvtepi32_ps(_mm256_madd_epi16(dots[half][c], ones));
+                    let scaled = _mm256_mul_ps(_mm256_mul_ps(dot, d_scale[j]), _mm256_set1_ps(scales[c][b]));
+                    let lanes = _mm256_add_ps(scaled, _mm256_mul_ps(minus_min[j], _mm256_set1_ps(sums[c][b])));
+                    acc[c] = _mm256_add_ps(acc[c], lanes);
+                }
+            }
+        }
+    }
+    acc
+}
