@@ -3,24 +3,31 @@
 //! nibbles (`ql`) and 2-bit high parts (`qh`); value `v` is
 //! `d·scale_{v/16}·(q_v − 32)`.
 //!
-//! At load the quants are unpacked to bytes (0–63) and the scales to f32
-//! `d·scale`, in groups of [`GROUP`] rows laid out like the 4-bit formats
-//! (eight rows in the eight 32-bit lanes of a register, no horizontal sums).
-//! Per group and 32-value block (320 bytes):
+//! Repacked at load into groups of [`GROUP`] rows at GGML's own 210 bytes per
+//! row and super-block (6.5625 bits per weight: decode reads what llama.cpp
+//! reads). GGML splits each 128-value half ("chunk") of a super-block into
+//! four 32-value sub-blocks `k`: `ql` bytes `0..32` hold sub-blocks 0 (low
+//! nibbles) and 2 (high nibbles), bytes `32..64` sub-blocks 1 and 3, and `qh`
+//! byte `l` the high bit pairs of value `l` of sub-blocks 0–3 (bits 0–1, 2–3,
+//! 4–5, 6–7). Per group and super-block (1,680 bytes):
 //!
 //! ```text
-//! bytes   0..32   d·scale of the block's first 16 values, rows 0..8 (f32)
-//! bytes  32..64   d·scale of its last 16 values, rows 0..8 (f32)
-//! bytes  64..320  eight 32-byte registers; register t, lane r = row r's
-//!                 quants 4t..4t+4
+//! bytes     0..16    d of rows 0..8 (f16)
+//! bytes    16..144   scale i of row r at 8i + r (i8)
+//! bytes   144..1680  per chunk (768 bytes) and register position t (0..8),
+//!                    three 32-byte registers whose lane r holds row r's
+//!                    ql bytes 4t..4t+4, ql bytes 32 + 4t..32 + 4t + 4 and
+//!                    qh bytes 4t..4t+4 of the chunk
 //! ```
 //!
-//! Per half block the kernel sums exact integer products `Σq·y` (two
-//! `maddubs` in 16 bits: |Σ| ≤ 2·2·63·128 < 2¹⁵), subtracts `32·Σy` (the
-//! activations' exact half-block sums) and scales:
-//! `sum += ((Σ(q−32)·y)·ds_lo)·d_y`, then the same for the high half.
-//! Cost: 40 bytes per 32 weights against Q6_K's 26 (decode reads half again
-//! as much as llama.cpp on these matrices).
+//! in the order the kernel reads them (one linear stream: three interleaved
+//! ones ran at half Q4_K's bandwidth).
+//!
+//! The kernel rebuilds the four sub-blocks' quants (0–63) of a register
+//! position with masks and shifts; per half block it sums exact integer
+//! products `Σq·y` (two `maddubs` in 16 bits: |Σ| ≤ 2·2·63·128 < 2¹⁵),
+//! subtracts `32·Σy` (the activations' exact half-block sums) and scales:
+//! `sum += ((Σ(q−32)·y)·(d·scale))·d_y`, blocks and halves in order.
 
 use crate::{KernelError, BLOCK};
 use half::f16;
@@ -31,13 +38,18 @@ pub const GROUP: usize = 8;
 pub const SUPER_BLOCK: usize = 256;
 /// GGML's Q6_K block: `ql[128]`, `qh[64]`, `scales[16]`, `d`.
 pub const GGML_BLOCK_BYTES: usize = SUPER_BLOCK / 2 + SUPER_BLOCK / 4 + SUPER_BLOCK / 16 + 2;
-/// Offset of the quant registers in a group block.
-pub(crate) const QUANTS_AT: usize = 2 * GROUP * 4;
-/// Bytes of one group's block.
-const GROUP_BLOCK_BYTES: usize = QUANTS_AT + GROUP * BLOCK;
+/// Offsets inside a group's super-block.
+pub(crate) const SCALES_AT: usize = 2 * GROUP;
+pub(crate) const QUANTS_AT: usize = SCALES_AT + 16 * GROUP;
+/// Bytes of one chunk's registers.
+const CHUNK_BYTES: usize = 8 * 3 * 32;
+/// Bytes of one group's super-block (= 8 × GGML's 210).
+const GROUP_SUPER_BYTES: usize = QUANTS_AT + 2 * CHUNK_BYTES;
+/// Sub-blocks of 32 values per super-block.
+pub(crate) const SUB_BLOCKS: usize = SUPER_BLOCK / BLOCK;
 
-/// A `[rows, cols]` Q6_K matrix in row groups (rows past the last multiple
-/// of 8 are zero blocks).
+/// A `[rows, cols]` Q6_K matrix in row groups at GGML's bytes (rows past the
+/// last multiple of 8 are zero blocks).
 #[derive(Debug, Clone)]
 pub struct Q6KWeights {
     rows: usize,
@@ -45,75 +57,52 @@ pub struct Q6KWeights {
     data: Vec<u8>,
 }
 
-/// One super-block unpacked: quants 0–63 and the 16 scales `d·scale`.
-fn unpack(src: &[u8]) -> ([u8; SUPER_BLOCK], [f32; SUPER_BLOCK / 16]) {
-    let (ql, qh, scales) = (&src[..128], &src[128..192], &src[192..208]);
-    let d = f16::from_le_bytes([src[208], src[209]]).to_f32();
-    let mut quants = [0u8; SUPER_BLOCK];
-    for chunk in 0..2 {
-        let (ql, qh) = (&ql[chunk * 64..][..64], &qh[chunk * 32..][..32]);
-        for l in 0..32 {
-            let q = &mut quants[chunk * 128..][..128];
-            q[l] = (ql[l] & 0x0F) | ((qh[l] & 3) << 4);
-            q[l + 32] = (ql[l + 32] & 0x0F) | (((qh[l] >> 2) & 3) << 4);
-            q[l + 64] = (ql[l] >> 4) | (((qh[l] >> 4) & 3) << 4);
-            q[l + 96] = (ql[l + 32] >> 4) | (((qh[l] >> 6) & 3) << 4);
-        }
-    }
-    let scales = std::array::from_fn(|i| d * scales[i] as i8 as f32);
-    (quants, scales)
+/// Where register `t` of `ql` part `part` (bytes `32·part..`) of chunk `chunk` starts.
+pub(crate) fn ql_at(chunk: usize, part: usize, t: usize) -> usize {
+    QUANTS_AT + chunk * CHUNK_BYTES + t * 96 + part * 32
+}
+
+/// Where register `t` of `qh` of chunk `chunk` starts.
+pub(crate) fn qh_at(chunk: usize, t: usize) -> usize {
+    QUANTS_AT + chunk * CHUNK_BYTES + t * 96 + 64
 }
 
 impl Q6KWeights {
-    /// Convert GGML Q6_K bytes of a `[rows, cols]` matrix (`cols` a multiple of 256).
+    /// Repack GGML Q6_K bytes of a `[rows, cols]` matrix (`cols` a multiple of 256).
     pub fn from_ggml(bytes: &[u8], rows: usize, cols: usize) -> Result<Self, KernelError> {
         crate::q4_k::check_super_blocks("Q6_K weights", bytes.len(), (rows, cols), GGML_BLOCK_BYTES)?;
-        let blocks = cols / BLOCK;
+        let supers = cols / SUPER_BLOCK;
         let mut this = Self {
             rows,
             cols,
-            data: vec![0u8; rows.div_ceil(GROUP) * blocks * GROUP_BLOCK_BYTES],
+            data: vec![0u8; rows.div_ceil(GROUP) * supers * GROUP_SUPER_BYTES],
         };
-        let supers = cols / SUPER_BLOCK;
         for (index, src) in bytes.chunks_exact(GGML_BLOCK_BYTES).enumerate() {
-            let (row, first_block) = (index / supers, (index % supers) * (SUPER_BLOCK / BLOCK));
-            let (quants, scales) = unpack(src);
-            for sub in 0..SUPER_BLOCK / BLOCK {
-                let lane = row % GROUP;
-                let dst = this.group_block_mut(row / GROUP, first_block + sub);
-                for half in 0..2 {
-                    let at = (half * GROUP + lane) * 4;
-                    dst[at..at + 4].copy_from_slice(&scales[sub * 2 + half].to_le_bytes());
-                }
-                for t in 0..BLOCK / 4 {
-                    let at = QUANTS_AT + t * 32 + lane * 4;
-                    dst[at..at + 4].copy_from_slice(&quants[sub * BLOCK + t * 4..][..4]);
-                }
-            }
+            this.place(index / supers, index % supers, src);
         }
         Ok(this)
     }
 
-    fn group_block_mut(&mut self, group: usize, block: usize) -> &mut [u8] {
-        let at = (group * self.blocks() + block) * GROUP_BLOCK_BYTES;
-        &mut self.data[at..at + GROUP_BLOCK_BYTES]
-    }
-
-    /// Group `group`, block `block`: the 320 bytes described above.
-    pub(crate) fn group_block(&self, group: usize, block: usize) -> &[u8] {
-        &self.data[(group * self.blocks() + block) * GROUP_BLOCK_BYTES..][..GROUP_BLOCK_BYTES]
-    }
-
-    /// `([scale of the low half, of the high half], quants 0–63)` of row `row`, block `block`.
-    pub(crate) fn block(&self, row: usize, block: usize) -> ([f32; 2], [u8; BLOCK]) {
-        let data = self.group_block(row / GROUP, block);
+    /// Write row `row`'s GGML super-block `sb` into its group's lane.
+    fn place(&mut self, row: usize, sb: usize, src: &[u8]) {
         let lane = row % GROUP;
-        let scale = |half: usize| {
-            let at = (half * GROUP + lane) * 4;
-            f32::from_le_bytes([data[at], data[at + 1], data[at + 2], data[at + 3]])
-        };
-        let quants = std::array::from_fn(|v| data[QUANTS_AT + (v / 4) * 32 + lane * 4 + v % 4]);
-        ([scale(0), scale(1)], quants)
+        let start = ((row / GROUP) * self.supers() + sb) * GROUP_SUPER_BYTES;
+        let dst = &mut self.data[start..start + GROUP_SUPER_BYTES];
+        let (ql, qh, scales) = (&src[..128], &src[128..192], &src[192..208]);
+        dst[2 * lane..2 * lane + 2].copy_from_slice(&src[208..210]);
+        for (i, &scale) in scales.iter().enumerate() {
+            dst[SCALES_AT + i * GROUP + lane] = scale;
+        }
+        for chunk in 0..2 {
+            for t in 0..8 {
+                for part in 0..2 {
+                    let at = ql_at(chunk, part, t) + lane * 4;
+                    dst[at..at + 4].copy_from_slice(&ql[chunk * 64 + part * 32 + t * 4..][..4]);
+                }
+                let at = qh_at(chunk, t) + lane * 4;
+                dst[at..at + 4].copy_from_slice(&qh[chunk * 32 + t * 4..][..4]);
+            }
+        }
     }
 
     /// Output rows.
@@ -126,12 +115,40 @@ impl Q6KWeights {
         self.cols / BLOCK
     }
 
+    /// Super-blocks per row.
+    pub(crate) fn supers(&self) -> usize {
+        self.cols / SUPER_BLOCK
+    }
+
     /// Bytes held (for bandwidth figures).
     pub fn bytes(&self) -> usize {
         self.data.len()
     }
 
-    /// Row `row` dequantized (tests and references).
+    /// Group `group`, super-block `sb`: the bytes described in the module docs.
+    pub(crate) fn group_super(&self, group: usize, sb: usize) -> &[u8] {
+        &self.data[(group * self.supers() + sb) * GROUP_SUPER_BYTES..][..GROUP_SUPER_BYTES]
+    }
+
+    /// `([d·scale of the low half, of the high half], quants 0–63)` of row
+    /// `row`, block `b`, as every path forms them.
+    pub(crate) fn block(&self, row: usize, b: usize) -> ([f32; 2], [u8; BLOCK]) {
+        let data = self.group_super(row / GROUP, b / SUB_BLOCKS);
+        let (lane, j) = (row % GROUP, b % SUB_BLOCKS);
+        let (chunk, k) = (j / 4, j % 4);
+        let d = f16::from_le_bytes([data[2 * lane], data[2 * lane + 1]]).to_f32();
+        let scale = |half: usize| d * data[SCALES_AT + (2 * j + half) * GROUP + lane] as i8 as f32;
+        let quants = std::array::from_fn(|v| {
+            let (t, byte) = (v / 4, lane * 4 + v % 4);
+            let low = data[ql_at(chunk, k % 2, t) + byte];
+            let low = if k < 2 { low & 0x0F } else { low >> 4 };
+            let high = (data[qh_at(chunk, t) + byte] >> (2 * k)) & 3;
+            low | (high << 4)
+        });
+        ([scale(0), scale(1)], quants)
+    }
+
+    /// Row `row` dequantized as GGML (and candle) define it: `d·scale·(q − 32)`.
     pub fn dequantize_row(&self, row: usize) -> Vec<f32> {
         (0..self.blocks())
             .flat_map(|b| {

@@ -310,11 +310,18 @@ fn q4_k_dequantizes_as_ggml_defines_it() {
 }
 
 #[test]
-fn q4_k_holds_ggmls_bytes() {
+fn k_quants_hold_ggmls_bytes() {
     let mut rng = Rng(9);
     let bytes = random_q4_k_bytes(&mut rng, 16, 512);
     let w = Q4KWeights::from_ggml(&bytes, 16, 512).unwrap();
-    assert_eq!(w.bytes(), bytes.len(), "4.5 bits per weight, as GGML stores them");
+    assert_eq!(w.bytes(), bytes.len(), "Q4_K: 4.5 bits per weight, as GGML stores them");
+    let bytes = random_q6_k_bytes(&mut rng, 16, 512);
+    let w = Q6KWeights::from_ggml(&bytes, 16, 512).unwrap();
+    assert_eq!(
+        w.bytes(),
+        bytes.len(),
+        "Q6_K: 6.5625 bits per weight, as GGML stores them"
+    );
 }
 
 #[test]

@@ -1,18 +1,23 @@
-//! The AVX2+FMA path of Q6_K: eight weight rows (a group) in the eight lanes
-//! of a register, up to four activation rows per call, each making its own
-//! pass over the group's blocks (which stay in L1/L2 between them; see
-//! `q6_k.rs` for the layout); per lane the portable `dot_q6_k` arithmetic
-//! (integer dots exact, then the same float operations in order).
+//! The AVX2+FMA+F16C path of Q6_K at GGML's bytes (layout in `q6_k.rs`):
+//! eight weight rows (a group) in the eight lanes of a register, up to four
+//! activation rows per call, each making its own pass over the group's
+//! super-blocks (which stay in L1/L2 between them). Per chunk and register
+//! position the four sub-blocks' quants are rebuilt from `ql` and `qh` with
+//! masks and shifts; per lane the portable `dot_q6_k` arithmetic (integer
+//! dots exact, then the same float operations in order).
 
-use crate::q6_k::{GROUP, QUANTS_AT};
+use crate::q6_k::{qh_at, ql_at, GROUP, SCALES_AT, SUB_BLOCKS};
 use crate::x86_q4::for_each_group_tile;
 use crate::{Q6KWeights, Q8Activations, BLOCK};
 use std::arch::x86_64::*;
 use std::ops::Range;
 
-/// See `portable::matmul_q6_k`; the caller checked the shapes, that `rows`
-/// starts on a group and that the CPU has AVX2 and FMA.
-#[target_feature(enable = "avx2,fma")]
+/// See `portable::matmul_q6_k`.
+///
+/// # Safety
+/// The CPU has AVX2, FMA and F16C; the caller checked the shapes and that
+/// `rows` starts on a group.
+#[target_feature(enable = "avx2,fma,f16c")]
 pub(crate) unsafe fn matmul_q6_k(
     w: &Q6KWeights,
     rows: Range<usize>,
@@ -29,41 +34,115 @@ pub(crate) unsafe fn matmul_q6_k(
     for_each_group_tile!(rows, x, out, stride, tile);
 }
 
+/// The quants (0–63) of sub-blocks 0–3 of a chunk at one register position,
+/// from its two `ql` registers and its `qh` register.
+#[target_feature(enable = "avx2")]
+#[inline]
+fn chunk_quants(ql: [__m256i; 2], qh: __m256i) -> [__m256i; 4] {
+    let nibble = _mm256_set1_epi8(0x0F);
+    let bits = _mm256_set1_epi8(0x30);
+    // qh bits 2k..2k+2 moved to 4..6 (16-bit shifts: what crosses a byte is masked off).
+    let high = [
+        _mm256_and_si256(_mm256_slli_epi16(qh, 4), bits),
+        _mm256_and_si256(_mm256_slli_epi16(qh, 2), bits),
+        _mm256_and_si256(qh, bits),
+        _mm256_and_si256(_mm256_srli_epi16(qh, 2), bits),
+    ];
+    let low = [
+        _mm256_and_si256(ql[0], nibble),
+        _mm256_and_si256(ql[1], nibble),
+        _mm256_and_si256(_mm256_srli_epi16(ql[0], 4), nibble),
+        _mm256_and_si256(_mm256_srli_epi16(ql[1], 4), nibble),
+    ];
+    [
+        _mm256_or_si256(low[0], high[0]),
+        _mm256_or_si256(low[1], high[1]),
+        _mm256_or_si256(low[2], high[2]),
+        _mm256_or_si256(low[3], high[3]),
+    ]
+}
+
+/// [`chunk_quants`] of register position `t` of chunk `chunk` of the group
+/// super-block at `data` (no closure: it would not inline under the
+/// caller's target features).
+///
+/// # Safety
+/// `data` points at a whole group super-block; `chunk < 2`, `t < 8`.
+#[target_feature(enable = "avx2")]
+#[inline]
+unsafe fn register_quants(data: *const u8, chunk: usize, t: usize) -> [__m256i; 4] {
+    // SAFETY: the caller's pointer covers the chunk's registers.
+    let (low, high, qh) = unsafe {
+        (
+            _mm256_loadu_si256(data.add(ql_at(chunk, 0, t)).cast()),
+            _mm256_loadu_si256(data.add(ql_at(chunk, 1, t)).cast()),
+            _mm256_loadu_si256(data.add(qh_at(chunk, t)).cast()),
+        )
+    };
+    chunk_quants([low, high], qh)
+}
+
 /// The eight outputs of weight group `group` against activation rows `j0..j0 + C`.
-#[target_feature(enable = "avx2,fma")]
+///
+/// # Safety
+/// As [`matmul_q6_k`]; `j0 + C <= x.rows()` and `group` is a group of `w`.
+#[target_feature(enable = "avx2,fma,f16c")]
 #[inline]
 unsafe fn group_tile<const C: usize>(w: &Q6KWeights, group: usize, x: &Q8Activations, j0: usize) -> [__m256; C] {
     let ones = _mm256_set1_epi16(1);
     let mut acc = [_mm256_setzero_ps(); C];
     for (c, lanes) in acc.iter_mut().enumerate() {
         let (quants, scales, halves) = (x.row_quants(j0 + c), x.row_scales(j0 + c), x.row_half_sums(j0 + c));
-        for b in 0..w.blocks() {
-            let data = w.group_block(group, b).as_ptr();
-            let y = quants[b * BLOCK..][..BLOCK].as_ptr();
-            for (half, half_sum) in halves[b].iter().enumerate() {
-                let mut dot = _mm256_setzero_si256();
-                for pair in 0..2 {
-                    let t = half * 4 + pair * 2;
-                    // SAFETY: a group block holds 16 f32 scales then eight 32-byte
-                    // registers; an activation block 32 bytes, and 4t + 8 <= 32.
-                    let products = unsafe {
-                        let w0 = _mm256_loadu_si256(data.add(QUANTS_AT + t * 32).cast());
-                        let w1 = _mm256_loadu_si256(data.add(QUANTS_AT + (t + 1) * 32).cast());
-                        let y0 = _mm256_set1_epi32(y.add(t * 4).cast::<i32>().read_unaligned());
-                        let y1 = _mm256_set1_epi32(y.add(t * 4 + 4).cast::<i32>().read_unaligned());
-                        // Two products of at most 2·63·128 each: exact in 16 bits.
-                        _mm256_add_epi16(_mm256_maddubs_epi16(w0, y0), _mm256_maddubs_epi16(w1, y1))
-                    };
-                    dot = _mm256_add_epi32(dot, _mm256_madd_epi16(products, ones));
+        for sb in 0..w.supers() {
+            let data = w.group_super(group, sb).as_ptr();
+            // SAFETY: a group super-block starts with eight f16 d.
+            let d = unsafe { _mm256_cvtph_ps(_mm_loadu_si128(data.cast())) };
+            for chunk in 0..2 {
+                let first = sb * SUB_BLOCKS + chunk * 4;
+                // dots[half][k]: exact integer dots of sub-block k's halves.
+                let mut dots = [[_mm256_setzero_si256(); 4]; 2];
+                for (half, half_dots) in dots.iter_mut().enumerate() {
+                    for pair in 0..2 {
+                        let t = half * 4 + pair * 2;
+                        // SAFETY: registers t and t + 1 of the chunk lie inside the group super-block.
+                        let (q0, q1) =
+                            unsafe { (register_quants(data, chunk, t), register_quants(data, chunk, t + 1)) };
+                        for (k, dot) in half_dots.iter_mut().enumerate() {
+                            // SAFETY: an activation block is 32 bytes, and 4t + 8 <= 32.
+                            let (y0, y1) = unsafe {
+                                let y = quants.as_ptr().add((first + k) * BLOCK + t * 4);
+                                (
+                                    _mm256_set1_epi32(y.cast::<i32>().read_unaligned()),
+                                    _mm256_set1_epi32(y.add(4).cast::<i32>().read_unaligned()),
+                                )
+                            };
+                            // Two products of at most 2·63·128 each: exact in 16 bits.
+                            let products =
+                                _mm256_add_epi16(_mm256_maddubs_epi16(q0[k], y0), _mm256_maddubs_epi16(q1[k], y1));
+                            *dot = _mm256_add_epi32(*dot, _mm256_madd_epi16(products, ones));
+                        }
+                    }
                 }
-                let centered = _mm256_sub_epi32(dot, _mm256_set1_epi32(32 * half_sum));
-                // SAFETY: as above (the scales of half `half`).
-                let ds = unsafe { _mm256_loadu_ps(data.add(half * GROUP * 4).cast()) };
-                let scaled = _mm256_mul_ps(
-                    _mm256_mul_ps(_mm256_cvtepi32_ps(centered), ds),
-                    _mm256_set1_ps(scales[b]),
-                );
-                *lanes = _mm256_add_ps(*lanes, scaled);
+                for k in 0..4 {
+                    let b = first + k;
+                    for (half, half_dots) in dots.iter().enumerate() {
+                        let dot = &half_dots[k];
+                        let centered = _mm256_sub_epi32(*dot, _mm256_set1_epi32(32 * halves[b][half]));
+                        let i = 2 * (chunk * 4 + k) + half;
+                        // SAFETY: the 8 scale bytes of scale i lie inside the group super-block.
+                        let scale = unsafe {
+                            _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64(
+                                data.add(SCALES_AT + i * GROUP).cast(),
+                            )))
+                        };
+                        let ds = _mm256_mul_ps(d, scale);
+                        let scaled = _mm256_mul_ps(
+                            _mm256_mul_ps(_mm256_cvtepi32_ps(centered), ds),
+                            _mm256_set1_ps(scales[b]),
+                        );
+                        *lanes = _mm256_add_ps(*lanes, scaled);
+                    }
+                }
             }
         }
     }
