@@ -82,6 +82,36 @@ unsafe fn register_quants(data: *const u8, chunk: usize, t: usize) -> [__m256i; 
     chunk_quants([low, high], qh)
 }
 
+/// The quants (0–63) of sub-block `k` of chunk `chunk` at register position
+/// `t` of the group super-block at `data`.
+///
+/// # Safety
+/// `data` points at a whole group super-block; `chunk < 2`, `k < 4`, `t < 8`.
+#[target_feature(enable = "avx2")]
+#[inline]
+unsafe fn sub_block_quants(data: *const u8, chunk: usize, k: usize, t: usize) -> __m256i {
+    let nibble = _mm256_set1_epi8(0x0F);
+    let bits = _mm256_set1_epi8(0x30);
+    // SAFETY: the caller's pointer covers the chunk's registers.
+    let (ql, qh) = unsafe {
+        (
+            _mm256_loadu_si256(data.add(ql_at(chunk, k % 2, t)).cast()),
+            _mm256_loadu_si256(data.add(qh_at(chunk, t)).cast()),
+        )
+    };
+    let low = match k {
+        0 | 1 => _mm256_and_si256(ql, nibble),
+        _ => _mm256_and_si256(_mm256_srli_epi16(ql, 4), nibble),
+    };
+    let high = match k {
+        0 => _mm256_slli_epi16(qh, 4),
+        1 => _mm256_slli_epi16(qh, 2),
+        2 => qh,
+        _ => _mm256_srli_epi16(qh, 2),
+    };
+    _mm256_or_si256(low, _mm256_and_si256(high, bits))
+}
+
 /// The eight outputs of weight group `group` against activation rows `j0..j0 + C`.
 ///
 /// # Safety
@@ -89,6 +119,10 @@ unsafe fn register_quants(data: *const u8, chunk: usize, t: usize) -> [__m256i; 
 #[target_feature(enable = "avx2,fma,f16c")]
 #[inline]
 unsafe fn group_tile<const C: usize>(w: &Q6KWeights, group: usize, x: &Q8Activations, j0: usize) -> [__m256; C] {
+    if C > 1 {
+        // SAFETY: the caller's contract.
+        return unsafe { shared_tile::<C>(w, group, x, j0) };
+    }
     let ones = _mm256_set1_epi16(1);
     let mut acc = [_mm256_setzero_ps(); C];
     for (c, lanes) in acc.iter_mut().enumerate() {
@@ -142,6 +176,78 @@ unsafe fn group_tile<const C: usize>(w: &Q6KWeights, group: usize, x: &Q8Activat
                         );
                         *lanes = _mm256_add_ps(*lanes, scaled);
                     }
+                }
+            }
+        }
+    }
+    acc
+}
+
+/// [`group_tile`] for several activation rows: each sub-block's quants are
+/// rebuilt once per register position and shared by every row of the tile
+/// (decode, one row, keeps all four sub-blocks of a position in flight
+/// instead). Same arithmetic, in the same order, per row.
+///
+/// # Safety
+/// As [`group_tile`].
+#[target_feature(enable = "avx2,fma,f16c")]
+#[inline]
+unsafe fn shared_tile<const C: usize>(w: &Q6KWeights, group: usize, x: &Q8Activations, j0: usize) -> [__m256; C] {
+    let ones = _mm256_set1_epi16(1);
+    let mut acc = [_mm256_setzero_ps(); C];
+    let mut quants: [&[i8]; C] = [&[]; C];
+    let mut scales: [&[f32]; C] = [&[]; C];
+    let mut halves: [&[[i32; 2]]; C] = [&[]; C];
+    for c in 0..C {
+        quants[c] = x.row_quants(j0 + c);
+        scales[c] = x.row_scales(j0 + c);
+        halves[c] = x.row_half_sums(j0 + c);
+    }
+    for sb in 0..w.supers() {
+        let data = w.group_super(group, sb).as_ptr();
+        // SAFETY: a group super-block starts with eight f16 d.
+        let d = unsafe { _mm256_cvtph_ps(_mm_loadu_si128(data.cast())) };
+        for j in 0..SUB_BLOCKS {
+            let (chunk, k, b) = (j / 4, j % 4, sb * SUB_BLOCKS + j);
+            for half in [0, 1] {
+                let mut dots = [_mm256_setzero_si256(); C];
+                for pair in 0..2 {
+                    let t = half * 4 + pair * 2;
+                    // SAFETY: registers t and t + 1 lie inside the group super-block.
+                    let (q0, q1) = unsafe {
+                        (
+                            sub_block_quants(data, chunk, k, t),
+                            sub_block_quants(data, chunk, k, t + 1),
+                        )
+                    };
+                    for c in 0..C {
+                        // SAFETY: an activation block is 32 bytes, and 4t + 8 <= 32.
+                        let (y0, y1) = unsafe {
+                            let y = quants[c].as_ptr().add(b * BLOCK + t * 4);
+                            (
+                                _mm256_set1_epi32(y.cast::<i32>().read_unaligned()),
+                                _mm256_set1_epi32(y.add(4).cast::<i32>().read_unaligned()),
+                            )
+                        };
+                        // Two products of at most 2·63·128 each: exact in 16 bits.
+                        let products = _mm256_add_epi16(_mm256_maddubs_epi16(q0, y0), _mm256_maddubs_epi16(q1, y1));
+                        dots[c] = _mm256_add_epi32(dots[c], _mm256_madd_epi16(products, ones));
+                    }
+                }
+                // SAFETY: the 8 scale bytes of scale 2j + half lie inside the group super-block.
+                let scale = unsafe {
+                    _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64(
+                        data.add(SCALES_AT + (2 * j + half) * GROUP).cast(),
+                    )))
+                };
+                let ds = _mm256_mul_ps(d, scale);
+                for c in 0..C {
+                    let centered = _mm256_sub_epi32(dots[c], _mm256_set1_epi32(32 * halves[c][b][half]));
+                    let scaled = _mm256_mul_ps(
+                        _mm256_mul_ps(_mm256_cvtepi32_ps(centered), ds),
+                        _mm256_set1_ps(scales[c][b]),
+                    );
+                    acc[c] = _mm256_add_ps(acc[c], scaled);
                 }
             }
         }
