@@ -105,7 +105,7 @@ impl Q8Activations {
 /// bit for bit (`roundf` was a libm call per value, ~6% of a long prefill).
 fn quantize_block(x: &[f32], quants: &mut [i8]) -> (f32, f32, [i32; 2]) {
     #[cfg(target_arch = "x86_64")]
-    if crate::Path::detect() == crate::Path::Avx2 {
+    if crate::Path::detect().has_avx2() {
         // SAFETY: the detected path means the CPU has AVX2; `quantize_into`
         // passes whole 32-value blocks.
         return unsafe { avx2::quantize_block(x, quants) };

@@ -63,7 +63,7 @@ fn every_path_equals_the_portable_definition_bit_for_bit() {
         let w = random_weights(&mut rng, rows, cols);
         let (_, x) = random_activations(&mut rng, n, cols);
         let portable = product(Path::Portable, &w, &x);
-        for path in [Path::Avx2] {
+        for path in Path::SIMD {
             if !path.available() {
                 eprintln!("{path:?} is not available on this CPU; its check is skipped");
                 continue;
@@ -236,12 +236,16 @@ fn row_group_paths_agree_bit_for_bit_and_match_a_dequantized_reference() {
             let w = Weights::from_ggml(format.format, &(format.random)(&mut rng, rows, cols), rows, cols).unwrap();
             let (x, q) = random_activations(&mut rng, n, cols);
             let portable = product(Path::Portable, &w, &q);
-            if Path::Avx2.available() {
-                let fast = product(Path::Avx2, &w, &q);
+            for path in Path::SIMD {
+                if !path.available() {
+                    eprintln!("{path:?} is not available on this CPU; its check is skipped");
+                    continue;
+                }
+                let fast = product(path, &w, &q);
                 let same = portable.iter().zip(&fast).all(|(a, b)| a.to_bits() == b.to_bits());
                 assert!(
                     same,
-                    "{:?}: AVX2 differs from the portable path at {rows}x{n}x{cols}",
+                    "{:?}: {path:?} differs from the portable path at {rows}x{n}x{cols}",
                     format.format
                 );
             }

@@ -46,7 +46,7 @@ pub(crate) unsafe fn matmul_q4_k(
 /// `data` points at a whole group super-block.
 #[target_feature(enable = "avx2,fma,f16c")]
 #[inline]
-unsafe fn super_block_factors(data: *const u8) -> ([__m256; SUB_BLOCKS], [__m256; SUB_BLOCKS]) {
+pub(crate) unsafe fn super_block_factors(data: *const u8) -> ([__m256; SUB_BLOCKS], [__m256; SUB_BLOCKS]) {
     let nibble = _mm256_set1_epi8(0x0F);
     let two = _mm256_set1_epi8(3);
     // SAFETY: the caller's pointer covers the whole group super-block.
