@@ -6,7 +6,8 @@
 //! exactly; quantized as stored statistically, and never further from the
 //! dense logits than candle's), and its template is the one whose tool
 //! envelope the constraint uses; its tokenizer, built from the GGUF
-//! metadata, gives llama.cpp's ids.
+//! metadata, gives llama.cpp's ids, and its greedy text with f32 K/V is
+//! llama.cpp's.
 
 mod common;
 
@@ -207,6 +208,23 @@ fn tokenizer_gives_llama_cpps_ids() {
         let got = tokenizer.encode(text).unwrap();
         assert_eq!(&got[..], *want, "token ids differ for {text:?}");
         assert_eq!(tokenizer.decode(&got).unwrap(), *text, "round trip of {text:?}");
+    }
+}
+
+/// (chat prompt, llama.cpp's greedy continuation ids) on the same GGUF with f32 K/V:
+/// llama-cpp-python 0.3.36, `type_k = type_v = F32`, temperature 0, 60 tokens or end of turn.
+const GREEDY_CASES: &[(&str, &[u32])] = &[
+    ("<|im_start|>system\nYou are Qwen, created by Alibaba Cloud. You are a helpful assistant.<|im_end|>\n<|im_start|>user\nWhat is the capital of France? Answer in one sentence.<|im_end|>\n<|im_start|>assistant\n", &[785, 6722, 315, 9625, 374, 12095, 13, 151645]),
+    ("<|im_start|>system\nYou are Qwen, created by Alibaba Cloud. You are a helpful assistant.<|im_end|>\n<|im_start|>user\nWrite a Python function `is_prime(n)`.<|im_end|>\n<|im_start|>assistant\n", &[73594, 12669, 198, 750, 374, 38217, 1445, 982, 262, 3190, 262, 4248, 421, 264, 1372, 374, 10250, 382, 262, 17693, 510, 262, 308, 320, 396, 1648, 576, 1372, 311, 1779, 382, 262, 5184, 510, 262, 1807, 25, 3007, 421, 279, 1372, 374, 10250, 11, 3557, 5937, 624, 262, 3190, 262, 421, 308, 2651, 220, 16, 510, 286, 470, 3557, 198]),
+];
+
+#[test]
+fn greedy_text_equals_llama_cpps_with_f32_kv() {
+    let loaded = qwen();
+    for (prompt, want) in GREEDY_CASES {
+        let ids = loaded.tokenizer.encode(prompt).unwrap();
+        let got = common::greedy_with(loaded, &ids, want.len(), KvDtype::F32);
+        assert_eq!(&got[..], *want, "greedy continuation of {prompt:?}");
     }
 }
 
