@@ -1,13 +1,15 @@
 //! Tessera's quantized kernels against candle's own quantized matmul, the
 //! reference they replace, on random data of odd shapes, on every path this
-//! CPU runs (the portable one forced too): Q8_0 and Q4_1 bit for bit, so
+//! CPU runs (the portable one forced too): Q8_0, Q4_1, Q5_0 and Q5_1 bit for bit, so
 //! swapping them in changes no logit; Q4_0 to rounding (its integer dots are
 //! exact, but candle's AVX2 code adds eight partial lanes per block where
 //! ours adds whole blocks, as GGML's scalar reference does); Q4_K and Q6_K
 //! within 2% of Σ|w·x| (candle quantizes their activations per 256 values,
 //! ours per 32).
 
-use candle_core::quantized::k_quants::{matmul, BlockQ4K, BlockQ4_0, BlockQ4_1, BlockQ6K, BlockQ8_0, GgmlType};
+use candle_core::quantized::k_quants::{
+    matmul, BlockQ4K, BlockQ4_0, BlockQ4_1, BlockQ5_0, BlockQ5_1, BlockQ6K, BlockQ8_0, GgmlType,
+};
 use candle_core::quantized::{GgmlDType, QTensor};
 use candle_core::{Device, Tensor};
 use tessera_kernels::{Format, Path, Q8Activations, Weights};
@@ -50,6 +52,8 @@ fn candle_product(
         GgmlDType::Q8_0 => matmul::<BlockQ8_0>(mkn, &x, &blocks(&bytes), &mut product),
         GgmlDType::Q4_0 => matmul::<BlockQ4_0>(mkn, &x, &blocks(&bytes), &mut product),
         GgmlDType::Q4_1 => matmul::<BlockQ4_1>(mkn, &x, &blocks(&bytes), &mut product),
+        GgmlDType::Q5_0 => matmul::<BlockQ5_0>(mkn, &x, &blocks(&bytes), &mut product),
+        GgmlDType::Q5_1 => matmul::<BlockQ5_1>(mkn, &x, &blocks(&bytes), &mut product),
         GgmlDType::Q4K => matmul::<BlockQ4K>(mkn, &x, &blocks(&bytes), &mut product),
         GgmlDType::Q6K => matmul::<BlockQ6K>(mkn, &x, &blocks(&bytes), &mut product),
         other => panic!("no reference product for {other:?}"),
@@ -97,6 +101,14 @@ fn q8_0_products_equal_candles_bit_for_bit() {
 fn q4_1_products_equal_candles_bit_for_bit() {
     let shapes = [(40, 5, 576), (8, 1, 64), (64, 33, 1536), (24, 2, 64)];
     assert_equal(Format::Q4_1, GgmlDType::Q4_1, &shapes, 50);
+}
+
+#[test]
+fn q5_products_equal_candles_bit_for_bit() {
+    // Candle's Q5 dot products are GGML's scalar ones, block after block.
+    let shapes = [(40, 5, 576), (8, 1, 64), (64, 33, 1536), (24, 2, 64)];
+    assert_equal(Format::Q5_0, GgmlDType::Q5_0, &shapes, 150);
+    assert_equal(Format::Q5_1, GgmlDType::Q5_1, &shapes, 170);
 }
 
 #[test]

@@ -1,7 +1,10 @@
 //! Which code path runs, checked once; the shape checks every path relies on.
 
 use crate::q4::GROUP;
-use crate::{portable, KernelError, Q4KWeights, Q4_0Weights, Q4_1Weights, Q6KWeights, Q8Activations, Q8_0Weights};
+use crate::{
+    portable, KernelError, Q4KWeights, Q4_0Weights, Q4_1Weights, Q5_0Weights, Q5_1Weights, Q6KWeights, Q8Activations,
+    Q8_0Weights,
+};
 use std::ops::Range;
 use std::sync::OnceLock;
 
@@ -75,6 +78,10 @@ pub enum Format {
     Q4_0,
     /// 4-bit, a scale and a minimum per 32 values.
     Q4_1,
+    /// 5-bit, one scale per 32 values (`d·(q − 16)`).
+    Q5_0,
+    /// 5-bit, a scale and a minimum per 32 values.
+    Q5_1,
     /// 4-bit K-quant (256-value super-blocks).
     Q4K,
     /// 6-bit K-quant (256-value super-blocks).
@@ -91,6 +98,10 @@ pub enum Weights {
     Q4_0(Q4_0Weights),
     /// See [`Q4_1Weights`].
     Q4_1(Q4_1Weights),
+    /// See [`Q5_0Weights`].
+    Q5_0(Q5_0Weights),
+    /// See [`Q5_1Weights`].
+    Q5_1(Q5_1Weights),
     /// See [`Q4KWeights`].
     Q4K(Q4KWeights),
     /// See [`Q6KWeights`].
@@ -104,6 +115,8 @@ impl Weights {
             Format::Q8_0 => Weights::Q8_0(Q8_0Weights::from_ggml(bytes, rows, cols)?),
             Format::Q4_0 => Weights::Q4_0(Q4_0Weights::from_ggml(bytes, rows, cols)?),
             Format::Q4_1 => Weights::Q4_1(Q4_1Weights::from_ggml(bytes, rows, cols)?),
+            Format::Q5_0 => Weights::Q5_0(Q5_0Weights::from_ggml(bytes, rows, cols)?),
+            Format::Q5_1 => Weights::Q5_1(Q5_1Weights::from_ggml(bytes, rows, cols)?),
             Format::Q4K => Weights::Q4K(Q4KWeights::from_ggml(bytes, rows, cols)?),
             Format::Q6K => Weights::Q6K(Q6KWeights::from_ggml(bytes, rows, cols)?),
         })
@@ -115,6 +128,8 @@ impl Weights {
             Weights::Q8_0(w) => w.bytes(),
             Weights::Q4_0(w) => w.bytes(),
             Weights::Q4_1(w) => w.bytes(),
+            Weights::Q5_0(w) => w.bytes(),
+            Weights::Q5_1(w) => w.bytes(),
             Weights::Q4K(w) => w.bytes(),
             Weights::Q6K(w) => w.bytes(),
         }
@@ -126,6 +141,8 @@ impl Weights {
             Weights::Q8_0(w) => w.dequantize_row(row),
             Weights::Q4_0(w) => w.dequantize_row(row),
             Weights::Q4_1(w) => w.dequantize_row(row),
+            Weights::Q5_0(w) => w.dequantize_row(row),
+            Weights::Q5_1(w) => w.dequantize_row(row),
             Weights::Q4K(w) => w.dequantize_row(row),
             Weights::Q6K(w) => w.dequantize_row(row),
         }
@@ -137,6 +154,8 @@ impl Weights {
             Weights::Q8_0(w) => w.rows(),
             Weights::Q4_0(w) => w.rows(),
             Weights::Q4_1(w) => w.rows(),
+            Weights::Q5_0(w) => w.rows(),
+            Weights::Q5_1(w) => w.rows(),
             Weights::Q4K(w) => w.rows(),
             Weights::Q6K(w) => w.rows(),
         }
@@ -148,6 +167,8 @@ impl Weights {
             Weights::Q8_0(w) => w.blocks(),
             Weights::Q4_0(w) => w.blocks(),
             Weights::Q4_1(w) => w.blocks(),
+            Weights::Q5_0(w) => w.blocks(),
+            Weights::Q5_1(w) => w.blocks(),
             Weights::Q4K(w) => w.blocks(),
             Weights::Q6K(w) => w.blocks(),
         }
@@ -195,9 +216,10 @@ impl Weights {
             unsafe {
                 match self {
                     Weights::Q8_0(w) => crate::x86::matmul(w, rows, x, out, stride),
-                    Weights::Q4_0(Q4_0Weights(w)) | Weights::Q4_1(Q4_1Weights(w)) => {
-                        crate::x86_q4::matmul_q4(w, rows, x, out, stride)
-                    }
+                    Weights::Q4_0(Q4_0Weights(w))
+                    | Weights::Q4_1(Q4_1Weights(w))
+                    | Weights::Q5_0(Q5_0Weights(w))
+                    | Weights::Q5_1(Q5_1Weights(w)) => crate::x86_q4::matmul_q4(w, rows, x, out, stride),
                     Weights::Q4K(w) => crate::x86_q4_k::matmul_q4_k(w, rows, x, out, stride),
                     Weights::Q6K(w) => crate::x86_q6_k::matmul_q6_k(w, rows, x, out, stride),
                 }
@@ -206,9 +228,10 @@ impl Weights {
         }
         match self {
             Weights::Q8_0(w) => portable::matmul(w, rows, x, out, stride),
-            Weights::Q4_0(Q4_0Weights(w)) | Weights::Q4_1(Q4_1Weights(w)) => {
-                portable::matmul_q4(w, rows, x, out, stride)
-            }
+            Weights::Q4_0(Q4_0Weights(w))
+            | Weights::Q4_1(Q4_1Weights(w))
+            | Weights::Q5_0(Q5_0Weights(w))
+            | Weights::Q5_1(Q5_1Weights(w)) => portable::matmul_q4(w, rows, x, out, stride),
             Weights::Q4K(w) => portable::matmul_q4_k(w, rows, x, out, stride),
             Weights::Q6K(w) => portable::matmul_q6_k(w, rows, x, out, stride),
         }

@@ -3,7 +3,7 @@
 //! take `fma(d_w·d_x, Σ four byte products, lane)` block after block, then
 //! the lanes are summed as `((l0+l4)+(l2+l6)) + ((l1+l5)+(l3+l7))`.
 
-use crate::q4::{NibbleGroups, Q4Kind};
+use crate::q4::NibbleGroups;
 use crate::{Q4KWeights, Q6KWeights, Q8Activations, Q8_0Weights, BLOCK, LANES};
 use std::ops::Range;
 
@@ -42,26 +42,29 @@ pub(crate) fn matmul(w: &Q8_0Weights, rows: Range<usize>, x: &Q8Activations, out
     }
 }
 
-/// One 4-bit output. Q4_1 as candle's (GGML's) reference computes it: per
-/// block, `sum += (Σq·y · d_w) · d_y + m_w · s_y`, blocks in order, no fused
-/// operations. Q4_0 as GGML's scalar reference orders it (candle's AVX2 code
-/// sums lanes in another order, so it agrees to rounding, not bit for bit):
-/// `sum += (Σ(q−8)·y · d_w) · d_y`, the integer dot exact.
+/// One 4- or 5-bit output. Q4_1 and Q5_1 as candle's (GGML's) reference
+/// computes them: per block, `sum += (Σq·y · d_w) · d_y + m_w · s_y`, blocks
+/// in order, no fused operations. Q4_0 and Q5_0 as GGML's scalar reference
+/// orders them (candle's Q5_0 is that code; its AVX2 Q4_0 sums lanes in
+/// another order, so Q4_0 agrees to rounding): `sum += (Σ(q−o)·y · d_w) · d_y`
+/// with `o` 8 or 16, the integer dot exact.
 pub(crate) fn dot_q4(w: &NibbleGroups, row: usize, x: &Q8Activations, x_row: usize) -> f32 {
     let (quants, scales) = (x.row_quants(x_row), x.row_scales(x_row));
     let (sums, isums) = (x.row_sums(x_row), x.row_isums(x_row));
     let mut sum = 0f32;
     for b in 0..w.blocks() {
-        let (d, m, nibbles) = w.block(row, b);
+        let (d, m, _) = w.block(row, b);
         let y = &quants[b * BLOCK..(b + 1) * BLOCK];
-        let dot: i32 = nibbles
+        let dot: i32 = w
+            .block_quants(row, b)
             .iter()
-            .enumerate()
-            .map(|(j, &q)| (q & 0x0F) as i32 * y[j] as i32 + (q >> 4) as i32 * y[j + BLOCK / 2] as i32)
+            .zip(y)
+            .map(|(&q, &y)| q as i32 * y as i32)
             .sum();
-        sum += match w.kind() {
-            Q4Kind::Q4_1 => dot as f32 * d * scales[b] + m * sums[b],
-            Q4Kind::Q4_0 => (dot - 8 * isums[b]) as f32 * d * scales[b],
+        sum += if w.kind().has_min() {
+            dot as f32 * d * scales[b] + m * sums[b]
+        } else {
+            (dot - w.kind().offset() * isums[b]) as f32 * d * scales[b]
         };
     }
     sum

@@ -170,6 +170,20 @@ fn random_q4_bytes(rng: &mut Rng, rows: usize, cols: usize, minimum: bool) -> Ve
     bytes
 }
 
+/// GGML bytes of random 5-bit blocks: `d`, (with `minimum`) `m`, the `qh`
+/// word (every bit pattern), nibbles.
+fn random_q5_bytes(rng: &mut Rng, rows: usize, cols: usize, minimum: bool) -> Vec<u8> {
+    let mut bytes = Vec::new();
+    for _ in 0..rows * cols / BLOCK {
+        bytes.extend_from_slice(&f16::from_f32(rng.float().abs() * 0.02 + 1e-4).to_le_bytes());
+        if minimum {
+            bytes.extend_from_slice(&f16::from_f32(rng.float() * 0.1).to_le_bytes());
+        }
+        bytes.extend((0..4 + BLOCK / 2).map(|_| (rng.next() >> 56) as u8));
+    }
+    bytes
+}
+
 /// GGML bytes of random Q4_K super-blocks: `d`, `dmin`, 12 bytes of packed
 /// 6-bit scales and mins (every bit pattern), 128 bytes of nibbles.
 fn random_q4_k_bytes(rng: &mut Rng, rows: usize, cols: usize) -> Vec<u8> {
@@ -204,7 +218,7 @@ struct GroupFormat {
 /// Shapes whose rows hold whole 256-value super-blocks.
 const K_SHAPES: &[(usize, usize, usize)] = &[(1, 1, 8), (9, 3, 16), (17, 33, 8), (5, 2, 24)];
 
-const GROUP_FORMATS: [GroupFormat; 4] = [
+const GROUP_FORMATS: [GroupFormat; 6] = [
     GroupFormat {
         format: Format::Q4_0,
         random: |rng, rows, cols| random_q4_bytes(rng, rows, cols, false),
@@ -213,6 +227,16 @@ const GROUP_FORMATS: [GroupFormat; 4] = [
     GroupFormat {
         format: Format::Q4_1,
         random: |rng, rows, cols| random_q4_bytes(rng, rows, cols, true),
+        shapes: SHAPES,
+    },
+    GroupFormat {
+        format: Format::Q5_0,
+        random: |rng, rows, cols| random_q5_bytes(rng, rows, cols, false),
+        shapes: SHAPES,
+    },
+    GroupFormat {
+        format: Format::Q5_1,
+        random: |rng, rows, cols| random_q5_bytes(rng, rows, cols, true),
         shapes: SHAPES,
     },
     GroupFormat {
@@ -311,6 +335,33 @@ fn q4_k_dequantizes_as_ggml_defines_it() {
         Q4KWeights::from_ggml(&block, 1, 128),
         Err(KernelError::Cols { block: 256, .. })
     ));
+}
+
+#[test]
+fn q5_dequantizes_as_ggml_defines_it() {
+    // One Q5_0 block, d = 0.5: value 0 has nibble 3 and its fifth bit set (q = 19),
+    // value 17 nibble 2 without it (q = 2); Q5_1 adds m = 0.25 instead of −16.
+    let mut q5_0 = f16::from_f32(0.5).to_le_bytes().to_vec();
+    q5_0.extend_from_slice(&1u32.to_le_bytes());
+    let mut nibbles = [0u8; 16];
+    nibbles[0] = 3;
+    nibbles[1] = 2 << 4;
+    q5_0.extend_from_slice(&nibbles);
+    let row = Q5_0Weights::from_ggml(&q5_0, 1, 32).unwrap().dequantize_row(0);
+    assert_eq!(
+        (row[0], row[17], row[5]),
+        ((19.0 - 16.0) * 0.5, (2.0 - 16.0) * 0.5, -16.0 * 0.5)
+    );
+    let mut q5_1 = f16::from_f32(0.5).to_le_bytes().to_vec();
+    q5_1.extend_from_slice(&f16::from_f32(0.25).to_le_bytes());
+    q5_1.extend_from_slice(&(1u32 | 1 << 17).to_le_bytes());
+    q5_1.extend_from_slice(&nibbles);
+    let row = Q5_1Weights::from_ggml(&q5_1, 1, 32).unwrap().dequantize_row(0);
+    assert_eq!((row[0], row[17]), (19.0 * 0.5 + 0.25, 18.0 * 0.5 + 0.25));
+    assert!(
+        Q5_0Weights::from_ggml(&q5_0, 1, 64).is_err(),
+        "two blocks' bytes are needed"
+    );
 }
 
 #[test]

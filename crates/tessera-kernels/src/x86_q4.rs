@@ -1,4 +1,4 @@
-//! The AVX2+FMA+F16C path of the 4-bit formats: eight weight rows (a group)
+//! The AVX2+FMA+F16C path of the 4- and 5-bit formats: eight weight rows (a group)
 //! in the eight lanes of a register, up to four activation rows at a time
 //! sharing each block's nibble expansion (see `q4.rs` for the layout); per
 //! lane the portable `dot_q4` arithmetic (integer dot exact, then the same
@@ -23,14 +23,17 @@ pub(crate) unsafe fn matmul_q4(
     stride: usize,
 ) {
     match w.kind() {
-        Q4Kind::Q4_0 => unsafe { matmul_groups::<false>(w, rows, x, out, stride) },
-        Q4Kind::Q4_1 => unsafe { matmul_groups::<true>(w, rows, x, out, stride) },
+        Q4Kind::Q4_0 => unsafe { matmul_groups::<false, false>(w, rows, x, out, stride) },
+        Q4Kind::Q4_1 => unsafe { matmul_groups::<true, false>(w, rows, x, out, stride) },
+        Q4Kind::Q5_0 => unsafe { matmul_groups::<false, true>(w, rows, x, out, stride) },
+        Q4Kind::Q5_1 => unsafe { matmul_groups::<true, true>(w, rows, x, out, stride) },
     }
 }
 
-/// `MIN`: a minimum per block (Q4_1) rather than an offset of −8 (Q4_0).
+/// `MIN`: a minimum per block (Q4_1, Q5_1) rather than an offset (−8 for
+/// Q4_0, −16 for Q5_0); `HIGH`: a fifth bit per value (Q5_0, Q5_1).
 #[target_feature(enable = "avx2,fma,f16c")]
-unsafe fn matmul_groups<const MIN: bool>(
+unsafe fn matmul_groups<const MIN: bool, const HIGH: bool>(
     w: &NibbleGroups,
     rows: Range<usize>,
     x: &Q8Activations,
@@ -40,7 +43,7 @@ unsafe fn matmul_groups<const MIN: bool>(
     // A tile of `C` activation rows at (`group`, `j`).
     macro_rules! tile {
         ($c:literal, $group:expr, $j:expr) => {
-            group_tile::<$c, MIN>(w, $group, x, $j)
+            group_tile::<$c, MIN, HIGH>(w, $group, x, $j)
         };
     }
     for_each_group_tile!(rows, x, out, stride, tile);
@@ -110,16 +113,33 @@ pub(crate) fn store_group(lanes: __m256, first: usize, rows: &Range<usize>, out_
     out_row[at..at + live].copy_from_slice(&values[..live]);
 }
 
+/// The fifth bits of values `shift..shift + 4` of each lane's `qh` word,
+/// moved to bit 4 of the lane's bytes 0–3 (one multiply places four copies
+/// of the four bits at offsets 4, 11, 18 and 25, which cannot carry into
+/// each other; byte k keeps bit k of the copy that lands on its bit 4).
+#[target_feature(enable = "avx2")]
+#[inline]
+fn fifth_bits(qh: __m256i, shift: usize) -> __m256i {
+    let bits = _mm256_and_si256(
+        _mm256_srlv_epi32(qh, _mm256_set1_epi32(shift as i32)),
+        _mm256_set1_epi32(0x0F),
+    );
+    _mm256_and_si256(
+        _mm256_mullo_epi32(bits, _mm256_set1_epi32(0x0204_0810)),
+        _mm256_set1_epi32(0x1010_1010),
+    )
+}
+
 /// The eight outputs of weight group `group` against activation rows `j0..j0 + C`.
 #[target_feature(enable = "avx2,fma,f16c")]
 #[inline]
-unsafe fn group_tile<const C: usize, const MIN: bool>(
+unsafe fn group_tile<const C: usize, const MIN: bool, const HIGH: bool>(
     w: &NibbleGroups,
     group: usize,
     x: &Q8Activations,
     j0: usize,
 ) -> [__m256; C] {
-    let nibbles_at = w.kind().nibbles_at();
+    let (nibbles_at, high_at, offset) = (w.kind().nibbles_at(), w.kind().high_at(), w.kind().offset());
     let ones = _mm256_set1_epi16(1);
     let low_mask = _mm256_set1_epi8(0x0F);
     let mut acc = [_mm256_setzero_ps(); C];
@@ -135,7 +155,8 @@ unsafe fn group_tile<const C: usize, const MIN: bool>(
     }
     for b in 0..w.blocks() {
         let data = w.group_block(group, b).as_ptr();
-        // SAFETY: a group block holds 8 f16 d, (but Q4_0) 8 f16 m, then four 32-byte registers.
+        // SAFETY: a group block holds 8 f16 d, (with a minimum) 8 f16 m, (5-bit) a qh
+        // register, then four 32-byte registers.
         let (d, m) = unsafe {
             if MIN {
                 (
@@ -146,12 +167,23 @@ unsafe fn group_tile<const C: usize, const MIN: bool>(
                 (_mm256_cvtph_ps(_mm_loadu_si128(data.cast())), _mm256_setzero_ps())
             }
         };
+        // 4-bit: i16 sums, one `madd` per block; 5-bit: i32 sums, one per register.
         let mut dots = [_mm256_setzero_si256(); C];
+        // SAFETY: as above.
+        let qh = if HIGH {
+            unsafe { _mm256_loadu_si256(data.add(high_at).cast()) }
+        } else {
+            _mm256_setzero_si256()
+        };
         for t in 0..4 {
             // SAFETY: as above.
             let packed = unsafe { _mm256_loadu_si256(data.add(nibbles_at + t * 32).cast()) };
-            let low = _mm256_and_si256(packed, low_mask);
-            let high = _mm256_and_si256(_mm256_srli_epi16(packed, 4), low_mask);
+            let mut low = _mm256_and_si256(packed, low_mask);
+            let mut high = _mm256_and_si256(_mm256_srli_epi16(packed, 4), low_mask);
+            if HIGH {
+                low = _mm256_or_si256(low, fifth_bits(qh, 4 * t));
+                high = _mm256_or_si256(high, fifth_bits(qh, 16 + 4 * t));
+            }
             for c in 0..C {
                 // SAFETY: an activation block is 32 bytes; 4t + 16 + 4 <= 32.
                 let (y_low, y_high) = unsafe {
@@ -162,18 +194,26 @@ unsafe fn group_tile<const C: usize, const MIN: bool>(
                     )
                 };
                 let products = _mm256_add_epi16(_mm256_maddubs_epi16(low, y_low), _mm256_maddubs_epi16(high, y_high));
-                dots[c] = _mm256_add_epi16(dots[c], products);
+                dots[c] = if HIGH {
+                    _mm256_add_epi32(dots[c], _mm256_madd_epi16(products, ones))
+                } else {
+                    _mm256_add_epi16(dots[c], products)
+                };
             }
         }
         for c in 0..C {
-            let dot = _mm256_madd_epi16(dots[c], ones);
+            let dot = if HIGH {
+                dots[c]
+            } else {
+                _mm256_madd_epi16(dots[c], ones)
+            };
             let lanes = if MIN {
                 let scaled = _mm256_mul_ps(_mm256_mul_ps(_mm256_cvtepi32_ps(dot), d), _mm256_set1_ps(scales[c][b]));
                 _mm256_add_ps(scaled, _mm256_mul_ps(m, _mm256_set1_ps(sums[c][b])))
             } else {
-                let offset = _mm256_sub_epi32(dot, _mm256_set1_epi32(8 * isums[c][b]));
+                let centered = _mm256_sub_epi32(dot, _mm256_set1_epi32(offset * isums[c][b]));
                 _mm256_mul_ps(
-                    _mm256_mul_ps(_mm256_cvtepi32_ps(offset), d),
+                    _mm256_mul_ps(_mm256_cvtepi32_ps(centered), d),
                     _mm256_set1_ps(scales[c][b]),
                 )
             };
