@@ -58,6 +58,16 @@ impl Model {
         }
     }
 
+    /// How many weight matrices of each storage type run on candle's generic
+    /// (slower) kernels rather than Tessera's own; empty when all have one.
+    /// A device model runs everything on candle and reports nothing here.
+    pub fn generic_matrices(&self) -> std::collections::BTreeMap<String, usize> {
+        match &self.compute {
+            Compute::Host(model) => model.generic_matrices(),
+            Compute::Device(_) => Default::default(),
+        }
+    }
+
     /// Zeroed K/V storage for this model, on its device: `num_blocks` blocks of `block_size` tokens.
     pub fn new_kv_cache(&self, num_blocks: usize, block_size: usize, dtype: KvDtype) -> Result<KvCache> {
         match &self.compute {

@@ -41,6 +41,11 @@ impl Linear {
         self.weight.rows()
     }
 
+    /// The storage types of the parts on candle's generic kernels.
+    pub fn generic_types(&self) -> Vec<String> {
+        self.weight.generic_types()
+    }
+
     /// Separate products one forward runs (more than 1 where stacked
     /// matrices have different types).
     pub fn part_count(&self) -> usize {

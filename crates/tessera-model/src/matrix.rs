@@ -192,6 +192,17 @@ impl Part {
         Ok(Self { offset, rows, kernel })
     }
 
+    /// The storage type of a part on candle's generic kernels (`None` on Tessera's own).
+    fn generic_type(&self) -> Option<String> {
+        let Kernel::Candle(slices) = &self.kernel else {
+            return None;
+        };
+        Some(match slices.first().map(|(_, matmul)| matmul) {
+            Some(QMatMul::QTensor(q)) => format!("{:?}", q.dtype()),
+            _ => "dense f32".to_string(),
+        })
+    }
+
     fn slice_count(&self) -> usize {
         match &self.kernel {
             Kernel::Tessera { slices, .. } => slices.len(),
@@ -330,6 +341,12 @@ impl ParallelMatMul {
     /// Separate products this matrix runs (1 unless it stacks several types).
     pub fn part_count(&self) -> usize {
         self.parts.len()
+    }
+
+    /// The storage types of the parts that run on candle's generic kernels
+    /// (slower than Tessera's own; a load reports them).
+    pub fn generic_types(&self) -> Vec<String> {
+        self.parts.iter().filter_map(Part::generic_type).collect()
     }
 
     /// Row `row` of the weights as f32, as candle dequantizes it (tied

@@ -138,6 +138,21 @@ impl HostModel {
         &self.config
     }
 
+    /// How many weight matrices of each storage type run on candle's generic
+    /// kernels instead of Tessera's own (empty when every one has a kernel).
+    pub fn generic_matrices(&self) -> std::collections::BTreeMap<String, usize> {
+        let mut counts = std::collections::BTreeMap::new();
+        let linears = self
+            .blocks
+            .iter()
+            .flat_map(|b| [&b.qkv_proj, &b.o_proj, &b.gate_up_proj, &b.down_proj])
+            .chain([&self.lm_head]);
+        for name in linears.flat_map(Linear::generic_types) {
+            *counts.entry(name).or_insert(0) += 1;
+        }
+        counts
+    }
+
     /// Run one ragged batch over the host pools `layers` of shape `layout`.
     pub fn forward(&self, batch: &[SeqInput<'_>], layout: KvLayout, layers: &mut [LayerKv]) -> Result<Logits> {
         let plan = BatchPlan::new(batch, layout, &self.config)?;

@@ -69,8 +69,27 @@ pub fn load_model_with(args: &ModelArgs, dequantize: bool) -> Result<LoadedModel
     let loaded = LoadedModel::load(&location, &options);
     spinner.finish_and_clear();
     let loaded = loaded.with_context(|| format!("loading {}", describe(&location)))?;
+    report_generic_kernels(&loaded);
     tracing::info!(elapsed = ?started.elapsed(), device = %loaded.model.device(), config = ?loaded.model.config(), "model loaded");
     Ok(loaded)
+}
+
+/// Say on stderr which weight types run on candle's generic kernels (slow)
+/// rather than Tessera's own, so no format falls back silently.
+fn report_generic_kernels(loaded: &LoadedModel) {
+    let generic = loaded.model.generic_matrices();
+    if generic.is_empty() {
+        return;
+    }
+    let list = generic
+        .iter()
+        .map(|(kind, count)| format!("{count} {kind}"))
+        .collect::<Vec<_>>()
+        .join(", ");
+    eprintln!(
+        "tessera: note: {list} weight matrices run on candle's generic kernels, slower than Tessera's own \
+         (own kernels: Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q6_K)"
+    );
 }
 
 /// The weights' fingerprint when a prefix cache folder is in use (it keys
