@@ -48,7 +48,7 @@ pub use activations::Q8Activations;
 pub use dispatch::{Format, Path, Weights};
 pub use error::KernelError;
 pub use q4::{Q4_0Weights, Q4_1Weights, Q5_0Weights, Q5_1Weights};
-pub use q4_k::Q4KWeights;
+pub use q4_k::{Q4KWeights, Q5KWeights};
 pub use q6_k::Q6KWeights;
 pub use q8_0::Q8_0Weights;
 

@@ -20,6 +20,12 @@
 //!                    values 4t..4t+4; high nibbles: sub-block 2p + 1)
 //! ```
 //!
+//! Q5_K is the same with a fifth bit per value: GGML adds 32 bytes `qh` per
+//! row and super-block (bit `j` of byte `l`: the fifth bit of value `l` of
+//! sub-block `j`), kept here as eight registers after the factors (lane r,
+//! register t = row r's `qh` bytes 4t..4t+4), so the nibbles start 256 bytes
+//! later (176 bytes per row and super-block, GGML's 5.5 bits per weight).
+//!
 //! The kernels unpack a super-block's 64 scales and 64 mins with a few
 //! vector operations, then per sub-block run the 4-bit kernel's arithmetic
 //! with `d·scale` and `−dmin·min` formed in f32 (exact products of an f16
@@ -42,11 +48,25 @@ pub(crate) const DMIN_AT: usize = 2 * GROUP;
 pub(crate) const SCALES_AT: usize = 4 * GROUP;
 pub(crate) const MINS_AT: usize = SCALES_AT + 32;
 pub(crate) const HIGH_BITS_AT: usize = MINS_AT + 32;
-pub(crate) const NIBBLES_AT: usize = HIGH_BITS_AT + 32;
+/// Where Q5_K's `qh` registers start (Q4_K's nibbles start there).
+pub(crate) const QH_AT: usize = HIGH_BITS_AT + 32;
+/// Bytes of Q5_K's `qh` registers.
+const QH_BYTES: usize = GROUP * 32;
 /// Bytes of one sub-block pair's registers.
 pub(crate) const PAIR_BYTES: usize = GROUP * 32;
-/// Bytes of one group's super-block (= 8 × GGML's 144).
-const GROUP_SUPER_BYTES: usize = NIBBLES_AT + 4 * PAIR_BYTES;
+/// Where the nibble registers start in a group super-block.
+pub(crate) const fn nibbles_at(five_bit: bool) -> usize {
+    if five_bit {
+        QH_AT + QH_BYTES
+    } else {
+        QH_AT
+    }
+}
+
+/// Bytes of one group's super-block (= 8 × GGML's 144, or 176 for Q5_K).
+const fn group_super_bytes(five_bit: bool) -> usize {
+    nibbles_at(five_bit) + 4 * PAIR_BYTES
+}
 
 /// `cols` a multiple of 256 and `len` the bytes of `rows × cols / 256` blocks.
 pub(crate) fn check_super_blocks(
@@ -85,35 +105,87 @@ fn scale_min(j: usize, packed: &[u8]) -> (u8, u8) {
 }
 
 /// A `[rows, cols]` Q4_K matrix in row groups at GGML's bytes (rows past the
-/// last multiple of 8 are zero blocks).
+/// last multiple of 8 are zero blocks); also the body of [`Q5KWeights`].
 #[derive(Debug, Clone)]
 pub struct Q4KWeights {
     rows: usize,
     cols: usize,
+    /// Q5_K: values have a fifth bit (`qh` registers after the factors).
+    five_bit: bool,
     data: Vec<u8>,
+}
+
+/// A `[rows, cols]` Q5_K matrix: Q4_K's layout plus `qh` registers (see the module docs).
+#[derive(Debug, Clone)]
+pub struct Q5KWeights(pub(crate) Q4KWeights);
+
+/// GGML's Q5_K block: `d`, `dmin`, 12 bytes of scales, 32 of `qh`, 128 of nibbles.
+pub const GGML_Q5_K_BLOCK_BYTES: usize = GGML_BLOCK_BYTES + SUPER_BLOCK / 8;
+
+impl Q5KWeights {
+    /// Repack GGML Q5_K bytes of a `[rows, cols]` matrix (`cols` a multiple of 256).
+    pub fn from_ggml(bytes: &[u8], rows: usize, cols: usize) -> Result<Self, KernelError> {
+        Q4KWeights::repack(bytes, rows, cols, true).map(Self)
+    }
+
+    /// Output rows.
+    pub fn rows(&self) -> usize {
+        self.0.rows()
+    }
+
+    /// Blocks of 32 per row.
+    pub fn blocks(&self) -> usize {
+        self.0.blocks()
+    }
+
+    /// Bytes held (for bandwidth figures).
+    pub fn bytes(&self) -> usize {
+        self.0.bytes()
+    }
+
+    /// Row `row` dequantized as GGML (and candle) define it: `d·scale·q − dmin·min`.
+    pub fn dequantize_row(&self, row: usize) -> Vec<f32> {
+        self.0.dequantize_row(row)
+    }
 }
 
 impl Q4KWeights {
     /// Repack GGML Q4_K bytes of a `[rows, cols]` matrix (`cols` a multiple of 256).
     pub fn from_ggml(bytes: &[u8], rows: usize, cols: usize) -> Result<Self, KernelError> {
-        check_super_blocks("Q4_K weights", bytes.len(), (rows, cols), GGML_BLOCK_BYTES)?;
+        Self::repack(bytes, rows, cols, false)
+    }
+
+    fn repack(bytes: &[u8], rows: usize, cols: usize, five_bit: bool) -> Result<Self, KernelError> {
+        let (what, block_bytes) = if five_bit {
+            ("Q5_K weights", GGML_Q5_K_BLOCK_BYTES)
+        } else {
+            ("Q4_K weights", GGML_BLOCK_BYTES)
+        };
+        check_super_blocks(what, bytes.len(), (rows, cols), block_bytes)?;
         let supers = cols / SUPER_BLOCK;
         let mut this = Self {
             rows,
             cols,
-            data: vec![0u8; rows.div_ceil(GROUP) * supers * GROUP_SUPER_BYTES],
+            five_bit,
+            data: vec![0u8; rows.div_ceil(GROUP) * supers * group_super_bytes(five_bit)],
         };
-        for (index, src) in bytes.chunks_exact(GGML_BLOCK_BYTES).enumerate() {
+        for (index, src) in bytes.chunks_exact(block_bytes).enumerate() {
             this.place(index / supers, index % supers, src);
         }
         Ok(this)
     }
 
+    /// Whether values have a fifth bit (Q5_K).
+    pub(crate) fn five_bit(&self) -> bool {
+        self.five_bit
+    }
+
     /// Write row `row`'s GGML super-block `sb` into its group's lane.
     fn place(&mut self, row: usize, sb: usize, src: &[u8]) {
         let lane = row % GROUP;
-        let start = ((row / GROUP) * self.supers() + sb) * GROUP_SUPER_BYTES;
-        let dst = &mut self.data[start..start + GROUP_SUPER_BYTES];
+        let size = group_super_bytes(self.five_bit);
+        let start = ((row / GROUP) * self.supers() + sb) * size;
+        let dst = &mut self.data[start..start + size];
         dst[2 * lane..2 * lane + 2].copy_from_slice(&src[0..2]);
         dst[DMIN_AT + 2 * lane..DMIN_AT + 2 * lane + 2].copy_from_slice(&src[2..4]);
         for j in 0..SUB_BLOCKS {
@@ -125,10 +197,18 @@ impl Q4KWeights {
             let high = if upper { 2 } else { 0 };
             dst[HIGH_BITS_AT + k] |= ((scale >> 4) << high) | ((min >> 4) << (high + 4));
         }
-        let nibbles = &src[16..];
+        let mut nibbles = &src[16..];
+        if self.five_bit {
+            for t in 0..8 {
+                let at = QH_AT + t * 32 + lane * 4;
+                dst[at..at + 4].copy_from_slice(&nibbles[t * 4..][..4]);
+            }
+            nibbles = &nibbles[32..];
+        }
+        let nibbles_at = nibbles_at(self.five_bit);
         for p in 0..SUB_BLOCKS / 2 {
             for t in 0..8 {
-                let at = NIBBLES_AT + p * PAIR_BYTES + t * 32 + lane * 4;
+                let at = nibbles_at + p * PAIR_BYTES + t * 32 + lane * 4;
                 dst[at..at + 4].copy_from_slice(&nibbles[p * 32 + t * 4..][..4]);
             }
         }
@@ -156,7 +236,8 @@ impl Q4KWeights {
 
     /// Group `group`, super-block `sb`: the bytes described in the module docs.
     pub(crate) fn group_super(&self, group: usize, sb: usize) -> &[u8] {
-        &self.data[(group * self.supers() + sb) * GROUP_SUPER_BYTES..][..GROUP_SUPER_BYTES]
+        let size = group_super_bytes(self.five_bit);
+        &self.data[(group * self.supers() + sb) * size..][..size]
     }
 
     /// `(d·scale, −dmin·min)` of row `row`, block `b` (sub-block `b % 8` of
@@ -175,15 +256,19 @@ impl Q4KWeights {
         (d * scale as f32, -(dmin * min as f32))
     }
 
-    /// The 32 quants (0–15) of row `row`, block `b`.
+    /// The 32 quants (0–15, or 0–31 for Q5_K) of row `row`, block `b`.
     pub(crate) fn block_quants(&self, row: usize, b: usize) -> [u8; BLOCK] {
         let data = self.group_super(row / GROUP, b / SUB_BLOCKS);
         let (lane, j) = (row % GROUP, b % SUB_BLOCKS);
-        let pair = &data[NIBBLES_AT + (j / 2) * PAIR_BYTES..][..PAIR_BYTES];
+        let pair = &data[nibbles_at(self.five_bit) + (j / 2) * PAIR_BYTES..][..PAIR_BYTES];
         let mut quants = [0u8; BLOCK];
         for (l, q) in quants.iter_mut().enumerate() {
-            let byte = pair[(l / 4) * 32 + lane * 4 + l % 4];
+            let at = (l / 4) * 32 + lane * 4 + l % 4;
+            let byte = pair[at];
             *q = if j % 2 == 0 { byte & 0x0F } else { byte >> 4 };
+            if self.five_bit {
+                *q |= ((data[QH_AT + at] >> j) & 1) << 4;
+            }
         }
         quants
     }

@@ -196,6 +196,18 @@ fn random_q4_k_bytes(rng: &mut Rng, rows: usize, cols: usize) -> Vec<u8> {
     bytes
 }
 
+/// GGML bytes of random Q5_K super-blocks: Q4_K's with 32 bytes of `qh`
+/// (every bit pattern) before the nibbles.
+fn random_q5_k_bytes(rng: &mut Rng, rows: usize, cols: usize) -> Vec<u8> {
+    let mut bytes = Vec::new();
+    for _ in 0..rows * cols / 256 {
+        bytes.extend_from_slice(&f16::from_f32(rng.float().abs() * 0.001 + 1e-5).to_le_bytes());
+        bytes.extend_from_slice(&f16::from_f32(rng.float().abs() * 0.005).to_le_bytes());
+        bytes.extend((0..12 + 32 + 128).map(|_| (rng.next() >> 56) as u8));
+    }
+    bytes
+}
+
 /// GGML bytes of random Q6_K super-blocks: `ql`, `qh` (every bit pattern),
 /// signed scales, `d`.
 fn random_q6_k_bytes(rng: &mut Rng, rows: usize, cols: usize) -> Vec<u8> {
@@ -218,7 +230,7 @@ struct GroupFormat {
 /// Shapes whose rows hold whole 256-value super-blocks.
 const K_SHAPES: &[(usize, usize, usize)] = &[(1, 1, 8), (9, 3, 16), (17, 33, 8), (5, 2, 24)];
 
-const GROUP_FORMATS: [GroupFormat; 6] = [
+const GROUP_FORMATS: [GroupFormat; 7] = [
     GroupFormat {
         format: Format::Q4_0,
         random: |rng, rows, cols| random_q4_bytes(rng, rows, cols, false),
@@ -242,6 +254,11 @@ const GROUP_FORMATS: [GroupFormat; 6] = [
     GroupFormat {
         format: Format::Q4K,
         random: random_q4_k_bytes,
+        shapes: K_SHAPES,
+    },
+    GroupFormat {
+        format: Format::Q5K,
+        random: random_q5_k_bytes,
         shapes: K_SHAPES,
     },
     GroupFormat {

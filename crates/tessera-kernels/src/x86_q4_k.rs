@@ -9,7 +9,7 @@
 //! arithmetic, lane by lane, in the same order.
 
 use crate::q4::GROUP;
-use crate::q4_k::{DMIN_AT, HIGH_BITS_AT, MINS_AT, NIBBLES_AT, PAIR_BYTES, SCALES_AT, SUB_BLOCKS};
+use crate::q4_k::{nibbles_at, DMIN_AT, HIGH_BITS_AT, MINS_AT, PAIR_BYTES, QH_AT, SCALES_AT, SUB_BLOCKS};
 use crate::x86_q4::for_each_group_tile;
 use crate::{Q4KWeights, Q8Activations, BLOCK};
 use std::arch::x86_64::*;
@@ -28,13 +28,47 @@ pub(crate) unsafe fn matmul_q4_k(
     out: &mut [f32],
     stride: usize,
 ) {
+    if w.five_bit() {
+        // SAFETY: the caller's contract.
+        unsafe { matmul_groups::<true>(w, rows, x, out, stride) }
+    } else {
+        // SAFETY: the caller's contract.
+        unsafe { matmul_groups::<false>(w, rows, x, out, stride) }
+    }
+}
+
+/// [`matmul_q4_k`] for Q4_K (`FIVE` false) or Q5_K.
+///
+/// # Safety
+/// As [`matmul_q4_k`].
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn matmul_groups<const FIVE: bool>(
+    w: &Q4KWeights,
+    rows: Range<usize>,
+    x: &Q8Activations,
+    out: &mut [f32],
+    stride: usize,
+) {
     // A tile of `C` activation rows at (`group`, `j`).
     macro_rules! tile {
         ($c:literal, $group:expr, $j:expr) => {
-            group_tile::<$c>(w, $group, x, $j)
+            group_tile::<$c, FIVE>(w, $group, x, $j)
         };
     }
     for_each_group_tile!(rows, x, out, stride, tile);
+}
+
+/// Bit `bit` of every byte of `qh`, moved to bit 4 (Q5_K's fifth bit of a
+/// sub-block's values; what 16-bit shifts carry across bytes is masked off).
+#[target_feature(enable = "avx2")]
+#[inline]
+pub(crate) fn fifth_bits(qh: __m256i, bit: usize) -> __m256i {
+    let moved = if bit <= 4 {
+        _mm256_sll_epi16(qh, _mm_cvtsi32_si128(4 - bit as i32))
+    } else {
+        _mm256_srl_epi16(qh, _mm_cvtsi32_si128(bit as i32 - 4))
+    };
+    _mm256_and_si256(moved, _mm256_set1_epi8(0x10))
 }
 
 /// A group super-block's per-sub-block factors as f32 lanes (one per row):
@@ -112,8 +146,14 @@ fn eight_values(values: __m256i, q: usize) -> __m256 {
 /// As [`matmul_q4_k`]; `j0 + C <= x.rows()` and `group` is a group of `w`.
 #[target_feature(enable = "avx2,fma,f16c")]
 #[inline]
-unsafe fn group_tile<const C: usize>(w: &Q4KWeights, group: usize, x: &Q8Activations, j0: usize) -> [__m256; C] {
+unsafe fn group_tile<const C: usize, const FIVE: bool>(
+    w: &Q4KWeights,
+    group: usize,
+    x: &Q8Activations,
+    j0: usize,
+) -> [__m256; C] {
     let ones = _mm256_set1_epi16(1);
+    let nibbles_at = nibbles_at(FIVE);
     let nibble = _mm256_set1_epi8(0x0F);
     let mut acc = [_mm256_setzero_ps(); C];
     let mut quants: [&[i8]; C] = [&[]; C];
@@ -130,12 +170,20 @@ unsafe fn group_tile<const C: usize>(w: &Q4KWeights, group: usize, x: &Q8Activat
         let (d_scale, minus_min) = unsafe { super_block_factors(data) };
         for pair in 0..SUB_BLOCKS / 2 {
             let (even, odd) = (sb * SUB_BLOCKS + 2 * pair, sb * SUB_BLOCKS + 2 * pair + 1);
+            // Q4_K: i16 sums (eight products of at most 2·15·128); Q5_K: i32 sums.
             let mut dots = [[_mm256_setzero_si256(); C]; 2];
             for t in 0..8 {
-                // SAFETY: a pair holds eight 32-byte registers after NIBBLES_AT.
-                let packed = unsafe { _mm256_loadu_si256(data.add(NIBBLES_AT + pair * PAIR_BYTES + t * 32).cast()) };
-                let low = _mm256_and_si256(packed, nibble);
-                let high = _mm256_and_si256(_mm256_srli_epi16(packed, 4), nibble);
+                // SAFETY: a pair holds eight 32-byte registers after the nibbles' start,
+                // and Q5_K's eight qh registers lie after QH_AT.
+                let packed = unsafe { _mm256_loadu_si256(data.add(nibbles_at + pair * PAIR_BYTES + t * 32).cast()) };
+                let mut low = _mm256_and_si256(packed, nibble);
+                let mut high = _mm256_and_si256(_mm256_srli_epi16(packed, 4), nibble);
+                if FIVE {
+                    // SAFETY: as above.
+                    let qh = unsafe { _mm256_loadu_si256(data.add(QH_AT + t * 32).cast()) };
+                    low = _mm256_or_si256(low, fifth_bits(qh, 2 * pair));
+                    high = _mm256_or_si256(high, fifth_bits(qh, 2 * pair + 1));
+                }
                 for c in 0..C {
                     // SAFETY: activation blocks are 32 bytes and 4t + 4 <= 32.
                     let (y_even, y_odd) = unsafe {
@@ -145,14 +193,25 @@ unsafe fn group_tile<const C: usize>(w: &Q4KWeights, group: usize, x: &Q8Activat
                             _mm256_set1_epi32(row.add(odd * BLOCK + t * 4).cast::<i32>().read_unaligned()),
                         )
                     };
-                    dots[0][c] = _mm256_add_epi16(dots[0][c], _mm256_maddubs_epi16(low, y_even));
-                    dots[1][c] = _mm256_add_epi16(dots[1][c], _mm256_maddubs_epi16(high, y_odd));
+                    let (even_products, odd_products) =
+                        (_mm256_maddubs_epi16(low, y_even), _mm256_maddubs_epi16(high, y_odd));
+                    if FIVE {
+                        dots[0][c] = _mm256_add_epi32(dots[0][c], _mm256_madd_epi16(even_products, ones));
+                        dots[1][c] = _mm256_add_epi32(dots[1][c], _mm256_madd_epi16(odd_products, ones));
+                    } else {
+                        dots[0][c] = _mm256_add_epi16(dots[0][c], even_products);
+                        dots[1][c] = _mm256_add_epi16(dots[1][c], odd_products);
+                    }
                 }
             }
             for (half, b) in [even, odd].into_iter().enumerate() {
                 let j = 2 * pair + half;
                 for c in 0..C {
-                    let dot = _mm256_cvtepi32_ps(_mm256_madd_epi16(dots[half][c], ones));
+                    let dot = if FIVE {
+                        _mm256_cvtepi32_ps(dots[half][c])
+                    } else {
+                        _mm256_cvtepi32_ps(_mm256_madd_epi16(dots[half][c], ones))
+                    };
                     let scaled = _mm256_mul_ps(_mm256_mul_ps(dot, d_scale[j]), _mm256_set1_ps(scales[c][b]));
                     let lanes = _mm256_add_ps(scaled, _mm256_mul_ps(minus_min[j], _mm256_set1_ps(sums[c][b])));
                     acc[c] = _mm256_add_ps(acc[c], lanes);

@@ -10,7 +10,7 @@
 //! other paths bit for bit.
 
 use crate::q4::GROUP;
-use crate::q4_k::{NIBBLES_AT, PAIR_BYTES, SUB_BLOCKS};
+use crate::q4_k::{nibbles_at, PAIR_BYTES, QH_AT, SUB_BLOCKS};
 use crate::x86_q4::for_each_group_tile;
 use crate::x86_q4_k::super_block_factors;
 use crate::{Q4KWeights, Q8Activations, BLOCK};
@@ -30,13 +30,46 @@ pub(crate) unsafe fn matmul_q4_k(
     out: &mut [f32],
     stride: usize,
 ) {
+    if w.five_bit() {
+        // SAFETY: the caller's contract.
+        unsafe { matmul_groups::<true>(w, rows, x, out, stride) }
+    } else {
+        // SAFETY: the caller's contract.
+        unsafe { matmul_groups::<false>(w, rows, x, out, stride) }
+    }
+}
+
+/// [`matmul_q4_k`] for Q4_K (`FIVE` false) or Q5_K.
+///
+/// # Safety
+/// As [`matmul_q4_k`].
+#[target_feature(enable = "avx512f,avx512bw,avx512vnni,avx2,fma,f16c")]
+unsafe fn matmul_groups<const FIVE: bool>(
+    w: &Q4KWeights,
+    rows: Range<usize>,
+    x: &Q8Activations,
+    out: &mut [f32],
+    stride: usize,
+) {
     // A tile of `C` activation rows at (`group`, `j`).
     macro_rules! tile {
         ($c:literal, $group:expr, $j:expr) => {
-            group_tile::<$c>(w, $group, x, $j)
+            group_tile::<$c, FIVE>(w, $group, x, $j)
         };
     }
     for_each_group_tile!(rows, x, out, stride, tile);
+}
+
+/// Bit `bit` of every byte of `qh`, moved to bit 4 (see `x86_q4_k::fifth_bits`).
+#[target_feature(enable = "avx512f,avx512bw")]
+#[inline]
+fn fifth_bits(qh: __m512i, bit: usize) -> __m512i {
+    let moved = if bit <= 4 {
+        _mm512_sll_epi16(qh, _mm_cvtsi32_si128(4 - bit as i32))
+    } else {
+        _mm512_srl_epi16(qh, _mm_cvtsi32_si128(bit as i32 - 4))
+    };
+    _mm512_and_si512(moved, _mm512_set1_epi8(0x10))
 }
 
 /// The 16 bytes `4t..4t + 16` of a block (register positions `t..t + 4`).
@@ -56,8 +89,14 @@ unsafe fn four_positions(at: *const i8) -> __m512i {
 /// As [`matmul_q4_k`]; `j0 + C <= x.rows()` and `group` is a group of `w`.
 #[target_feature(enable = "avx512f,avx512bw,avx512vnni,avx2,fma,f16c")]
 #[inline]
-unsafe fn group_tile<const C: usize>(w: &Q4KWeights, group: usize, x: &Q8Activations, j0: usize) -> [__m256; C] {
+unsafe fn group_tile<const C: usize, const FIVE: bool>(
+    w: &Q4KWeights,
+    group: usize,
+    x: &Q8Activations,
+    j0: usize,
+) -> [__m256; C] {
     let nibble = _mm512_set1_epi8(0x0F);
+    let nibbles_at = nibbles_at(FIVE);
     // Lanes 0–7 take position t's four bytes, lanes 8–15 position t + 1's.
     let first = _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1);
     let second = _mm512_setr_epi32(2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3);
@@ -79,15 +118,26 @@ unsafe fn group_tile<const C: usize>(w: &Q4KWeights, group: usize, x: &Q8Activat
             let mut dots = [[_mm512_setzero_si512(); C]; 2];
             for quarter in [0, 1] {
                 // Positions 4q..4q + 4 of the pair: two 64-byte loads.
-                // SAFETY: a pair holds eight 32-byte registers after NIBBLES_AT.
+                // SAFETY: a pair holds eight 32-byte registers after the nibbles' start.
                 let (packed_a, packed_b) = unsafe {
-                    let at = data.add(NIBBLES_AT + pair * PAIR_BYTES + quarter * 128);
+                    let at = data.add(nibbles_at + pair * PAIR_BYTES + quarter * 128);
                     (_mm512_loadu_si512(at.cast()), _mm512_loadu_si512(at.add(64).cast()))
                 };
-                let low_a = _mm512_and_si512(packed_a, nibble);
-                let high_a = _mm512_and_si512(_mm512_srli_epi16::<4>(packed_a), nibble);
-                let low_b = _mm512_and_si512(packed_b, nibble);
-                let high_b = _mm512_and_si512(_mm512_srli_epi16::<4>(packed_b), nibble);
+                let mut low_a = _mm512_and_si512(packed_a, nibble);
+                let mut high_a = _mm512_and_si512(_mm512_srli_epi16::<4>(packed_a), nibble);
+                let mut low_b = _mm512_and_si512(packed_b, nibble);
+                let mut high_b = _mm512_and_si512(_mm512_srli_epi16::<4>(packed_b), nibble);
+                if FIVE {
+                    // SAFETY: Q5_K's eight qh registers lie after QH_AT.
+                    let (qh_a, qh_b) = unsafe {
+                        let at = data.add(QH_AT + quarter * 128);
+                        (_mm512_loadu_si512(at.cast()), _mm512_loadu_si512(at.add(64).cast()))
+                    };
+                    low_a = _mm512_or_si512(low_a, fifth_bits(qh_a, 2 * pair));
+                    high_a = _mm512_or_si512(high_a, fifth_bits(qh_a, 2 * pair + 1));
+                    low_b = _mm512_or_si512(low_b, fifth_bits(qh_b, 2 * pair));
+                    high_b = _mm512_or_si512(high_b, fifth_bits(qh_b, 2 * pair + 1));
+                }
                 for c in 0..C {
                     // SAFETY: activation blocks are 32 bytes and 16·quarter + 16 <= 32.
                     let (y_even, y_odd) = unsafe {
