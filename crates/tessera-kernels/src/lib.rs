@@ -28,6 +28,7 @@
 mod activations;
 mod dispatch;
 mod error;
+mod half_precision;
 mod portable;
 mod q4;
 mod q4_k;
@@ -47,6 +48,7 @@ mod x86_q6_k;
 pub use activations::Q8Activations;
 pub use dispatch::{Format, Path, Weights};
 pub use error::KernelError;
+pub use half_precision::{HalfKind, HalfWeights};
 pub use q4::{Q4_0Weights, Q4_1Weights, Q5_0Weights, Q5_1Weights};
 pub use q4_k::{Q4KWeights, Q5KWeights};
 pub use q6_k::Q6KWeights;

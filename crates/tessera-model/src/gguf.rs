@@ -184,7 +184,8 @@ impl TensorSource for GgufSource {
 
     fn matrix(&mut self, name: &str) -> Result<Matrix> {
         let tensor = self.qtensor(name)?;
-        if self.dequantize || matches!(tensor.dtype(), GgmlDType::F32 | GgmlDType::F16 | GgmlDType::BF16) {
+        // F16/BF16 stay as stored (Tessera's half-precision kernel); F32 is dense.
+        if self.dequantize || tensor.dtype() == GgmlDType::F32 {
             return Ok(Matrix::Dense(tensor.dequantize(&Device::Cpu)?));
         }
         let tensor = if self.repack_q4_1 && tensor.dtype() == GgmlDType::Q4_1 {

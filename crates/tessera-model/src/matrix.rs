@@ -9,7 +9,7 @@ use crate::{ModelError, Result};
 use candle_core::quantized::{GgmlDType, QMatMul, QStorage, QTensor};
 use candle_core::{Device, Module, Tensor};
 use std::ops::Range;
-use tessera_kernels::{Format, KernelError, Path, Q8Activations, Weights};
+use tessera_kernels::{Format, HalfKind, HalfWeights, KernelError, Path, Q8Activations, Weights};
 
 /// A `[out, in]` weight matrix, quantized or dense f32.
 #[derive(Debug)]
@@ -128,8 +128,23 @@ enum Kernel {
         weights: Weights,
         slices: Vec<Range<usize>>,
     },
+    /// F16 and BF16 weights as stored, times the f32 activations
+    /// (`tessera_kernels::HalfWeights`).
+    Half {
+        weights: HalfWeights,
+        slices: Vec<Range<usize>>,
+    },
     /// Every other type: candle's quantized (or dense) matmul per row slice.
     Candle(Vec<(Range<usize>, QMatMul)>),
+}
+
+/// The half-precision kind of a GGML type, if it is one.
+fn half_kind(dtype: GgmlDType) -> Option<HalfKind> {
+    match dtype {
+        GgmlDType::F16 => Some(HalfKind::F16),
+        GgmlDType::BF16 => Some(HalfKind::Bf16),
+        _ => None,
+    }
 }
 
 /// The `tessera-kernels` format of a GGML type, if it has one.
@@ -175,10 +190,18 @@ impl Part {
     fn new(offset: usize, matrix: Matrix) -> Result<Self> {
         let (rows, cols) = matrix.dims()?;
         let slices = row_ranges(rows);
-        let kernel = match (&matrix, storage_type(&matrix).and_then(kernel_format)) {
-            (Matrix::Quantized(q), Some(format)) => Kernel::Tessera {
+        let half = storage_type(&matrix)
+            .and_then(half_kind)
+            .filter(|_| cols.is_multiple_of(8));
+        let kernel = match (&matrix, storage_type(&matrix).and_then(kernel_format), half) {
+            (Matrix::Quantized(q), Some(format), _) => Kernel::Tessera {
                 weights: Weights::from_ggml(format, &q.data()?, rows, cols)
                     .map_err(|e| ModelError::InvalidConfig(format!("{format:?} weights: {e}")))?,
+                slices,
+            },
+            (Matrix::Quantized(q), None, Some(kind)) => Kernel::Half {
+                weights: HalfWeights::from_ggml(kind, &q.data()?, rows, cols)
+                    .map_err(|e| ModelError::InvalidConfig(format!("{kind:?} weights: {e}")))?,
                 slices,
             },
             _ => {
@@ -206,7 +229,7 @@ impl Part {
 
     fn slice_count(&self) -> usize {
         match &self.kernel {
-            Kernel::Tessera { slices, .. } => slices.len(),
+            Kernel::Tessera { slices, .. } | Kernel::Half { slices, .. } => slices.len(),
             Kernel::Candle(slices) => slices.len(),
         }
     }
@@ -214,14 +237,14 @@ impl Part {
     /// The part's rows computed by slice `slice`.
     fn slice_rows(&self, slice: usize) -> Range<usize> {
         match &self.kernel {
-            Kernel::Tessera { slices, .. } => slices[slice].clone(),
+            Kernel::Tessera { slices, .. } | Kernel::Half { slices, .. } => slices[slice].clone(),
             Kernel::Candle(slices) => slices[slice].0.clone(),
         }
     }
 
     /// Slice `slice` of `x` (as quantized activations and as a tensor):
     /// `[n, slice rows]`.
-    fn compute(&self, slice: usize, inputs: &Inputs, n: usize) -> Result<Vec<f32>> {
+    fn compute(&self, slice: usize, inputs: &Inputs<'_>, n: usize) -> Result<Vec<f32>> {
         match &self.kernel {
             Kernel::Tessera { weights, slices } => {
                 let range = slices[slice].clone();
@@ -230,6 +253,15 @@ impl Part {
                 let stride = range.len();
                 weights
                     .matmul(Path::detect(), range, activations, &mut out, stride)
+                    .map_err(kernel_error)?;
+                Ok(out)
+            }
+            Kernel::Half { weights, slices } => {
+                let range = slices[slice].clone();
+                let mut out = vec![0f32; n * range.len()];
+                let stride = range.len();
+                weights
+                    .matmul(Path::detect(), range, inputs.x, n, &mut out, stride)
                     .map_err(kernel_error)?;
                 Ok(out)
             }
@@ -244,6 +276,7 @@ impl Part {
     fn row(&self, row: usize, cols: usize) -> Result<Vec<f32>> {
         match &self.kernel {
             Kernel::Tessera { weights, .. } => Ok(weights.dequantize_row(row)),
+            Kernel::Half { weights, .. } => Ok(weights.dequantize_row(row)),
             Kernel::Candle(slices) => {
                 let (range, slice) = slices
                     .iter()
@@ -263,9 +296,11 @@ impl Part {
     }
 }
 
-/// What a product's parts read: the activations quantized once (own
-/// kernels) and as a tensor (candle's), each only when a part needs it.
-struct Inputs {
+/// What a product's parts read: the activations as given (half-precision
+/// weights), quantized once (own kernels) and as a tensor (candle's), the
+/// last two only when a part needs them.
+struct Inputs<'x> {
+    x: &'x [f32],
     activations: Option<Q8Activations>,
     tensor: Option<Tensor>,
 }
@@ -366,6 +401,7 @@ impl ParallelMatMul {
         let own = self.parts.iter().any(|p| matches!(p.kernel, Kernel::Tessera { .. }));
         let candle = self.parts.iter().any(|p| matches!(p.kernel, Kernel::Candle(_)));
         let inputs = Inputs {
+            x,
             activations: own
                 .then(|| Q8Activations::quantize(x, n, self.cols))
                 .transpose()
@@ -409,7 +445,7 @@ mod tests {
         q.dequantize(&Device::Cpu).unwrap().to_vec2::<f32>().unwrap()
     }
 
-    const TYPES: [GgmlDType; 8] = [
+    const TYPES: [GgmlDType; 10] = [
         GgmlDType::Q8_0,
         GgmlDType::Q4_0,
         GgmlDType::Q4_1,
@@ -418,6 +454,8 @@ mod tests {
         GgmlDType::Q4K,
         GgmlDType::Q5K,
         GgmlDType::Q6K,
+        GgmlDType::F16,
+        GgmlDType::BF16,
     ];
 
     #[test]
