@@ -15,11 +15,12 @@ use candle_core::{Device, Tensor};
 use std::fs::File;
 use std::io::BufReader;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 /// An open GGUF file: parsed header plus a reader for tensor data.
 pub struct GgufSource {
     path: PathBuf,
-    content: Content,
+    content: Arc<Content>,
     reader: BufReader<File>,
     repack_q4_1: bool,
     dequantize: bool,
@@ -37,7 +38,7 @@ impl GgufSource {
         })?;
         Ok(Self {
             path: path.to_path_buf(),
-            content,
+            content: Arc::new(content),
             reader,
             repack_q4_1: false,
             dequantize: false,
@@ -199,6 +200,17 @@ impl TensorSource for GgufSource {
     fn dense(&mut self, name: &str) -> Result<Tensor> {
         Ok(self.qtensor(name)?.dequantize(&Device::Cpu)?)
     }
+
+    fn fork(&self) -> Result<Box<dyn TensorSource + Send>> {
+        let file = File::open(&self.path).map_err(|e| ModelError::io(&self.path, e))?;
+        Ok(Box::new(Self {
+            path: self.path.clone(),
+            content: Arc::clone(&self.content),
+            reader: BufReader::new(file),
+            repack_q4_1: self.repack_q4_1,
+            dequantize: self.dequantize,
+        }))
+    }
 }
 
 /// Load everything from one GGUF file.
@@ -207,17 +219,27 @@ pub fn load_gguf(path: &Path, options: &LoadOptions) -> Result<LoadedModel> {
     source.repack_q4_1 = options.repack_q4_1;
     source.dequantize = options.dequantize;
     let config = source.config()?;
-    let tokenizer = match &options.tokenizer {
-        Some(file) => Tokenizer::from_file(file)?,
-        None => source.tokenizer()?,
-    };
     let template = source.chat_template_source();
-    let model = build_model(
-        config,
-        &mut source,
-        &WeightNames::gguf(),
-        options.device,
-        options.dequantize,
-    )?;
+    // The tokenizer (151,936 tokens and their merges for Qwen2.5) builds on
+    // another thread while the weights load through a second handle.
+    let mut weights_source = source.fork()?;
+    let (tokenizer, model) = std::thread::scope(|scope| {
+        let tokenizer = scope.spawn(|| match &options.tokenizer {
+            Some(file) => Tokenizer::from_file(file),
+            None => source.tokenizer(),
+        });
+        let model = build_model(
+            config,
+            weights_source.as_mut(),
+            &WeightNames::gguf(),
+            options.device,
+            options.dequantize,
+        );
+        let tokenizer = tokenizer
+            .join()
+            .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
+        (tokenizer, model)
+    });
+    let (tokenizer, model) = (tokenizer?, model?);
     LoadedModel::assemble(model, tokenizer, template)
 }

@@ -55,7 +55,7 @@ impl HfConfig {
 
 /// All tensors of a checkpoint, loaded into memory.
 struct SafetensorsSource {
-    tensors: HashMap<String, Tensor>,
+    tensors: std::sync::Arc<HashMap<String, Tensor>>,
 }
 
 impl TensorSource for SafetensorsSource {
@@ -80,6 +80,12 @@ impl TensorSource for SafetensorsSource {
 
     fn dense(&mut self, name: &str) -> Result<Tensor> {
         Ok(self.get(name)?.to_dtype(DType::F32)?)
+    }
+
+    fn fork(&self) -> Result<Box<dyn TensorSource + Send>> {
+        Ok(Box::new(Self {
+            tensors: std::sync::Arc::clone(&self.tensors),
+        }))
     }
 }
 
@@ -165,7 +171,9 @@ pub fn load_safetensors_dir(dir: &Path, options: &LoadOptions) -> Result<LoadedM
     };
     let model = build_model(
         config,
-        &mut SafetensorsSource { tensors },
+        &mut SafetensorsSource {
+            tensors: std::sync::Arc::new(tensors),
+        },
         &WeightNames::hugging_face(),
         options.device,
         options.dequantize,

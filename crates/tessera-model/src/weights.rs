@@ -22,6 +22,9 @@ pub(crate) trait TensorSource {
     fn matrix(&mut self, name: &str) -> Result<Matrix>;
     /// A tensor as dense f32.
     fn dense(&mut self, name: &str) -> Result<Tensor>;
+    /// An independent source over the same tensors (its own file handle),
+    /// so that several threads can load layers at once.
+    fn fork(&self) -> Result<Box<dyn TensorSource + Send>>;
 }
 
 /// Checkpoint tensor names; `{}` stands for the layer index.
@@ -101,9 +104,7 @@ pub(crate) fn build_model(
             names.embedding
         )));
     }
-    let blocks = (0..config.num_layers)
-        .map(|layer| load_block(&config, source, names, layer))
-        .collect::<Result<Vec<_>>>()?;
+    let blocks = load_blocks(&config, source, names)?;
     let norm = RmsNorm::new(vector(source, names.norm, config.hidden_size)?, config.rms_norm_eps);
     let (embedding, lm_head) = if source.has(names.lm_head) {
         let lm_head = Linear::new(source.matrix(names.lm_head)?, None)?;
@@ -116,6 +117,45 @@ pub(crate) fn build_model(
         (Embedding::tied(&lm_head), lm_head)
     };
     Model::new(config, embedding, blocks, norm, lm_head)
+}
+
+/// Every layer's block, contiguous runs of layers loaded on as many threads
+/// as the kernels use (reading and repacking a tensor is memory-bound work
+/// on fresh pages; two threads halve a 1.5B model's load), in layer order.
+fn load_blocks(config: &ModelConfig, source: &mut dyn TensorSource, names: &WeightNames) -> Result<Vec<Block>> {
+    let threads = crate::parallel::num_threads().clamp(1, config.num_layers.max(1));
+    let per_thread = config.num_layers.div_ceil(threads);
+    let mut forks = Vec::with_capacity(threads - 1);
+    for _ in 1..threads {
+        forks.push(source.fork()?);
+    }
+    let runs: Vec<std::ops::Range<usize>> = (0..threads)
+        .map(|t| t * per_thread..((t + 1) * per_thread).min(config.num_layers))
+        .collect();
+    let load_run = |source: &mut dyn TensorSource, run: std::ops::Range<usize>| {
+        run.map(|layer| load_block(config, source, names, layer))
+            .collect::<Result<Vec<_>>>()
+    };
+    let (first, rest) = runs
+        .split_first()
+        .ok_or_else(|| ModelError::InvalidConfig("no layers".into()))?;
+    let results = std::thread::scope(|scope| {
+        let handles: Vec<_> = forks
+            .into_iter()
+            .zip(rest.iter().cloned())
+            .map(|(mut fork, run)| scope.spawn(move || load_run(fork.as_mut(), run)))
+            .collect();
+        let mut results = vec![load_run(source, first.clone())];
+        for handle in handles {
+            results.push(handle.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic)));
+        }
+        results
+    });
+    let mut blocks = Vec::with_capacity(config.num_layers);
+    for run in results {
+        blocks.extend(run?);
+    }
+    Ok(blocks)
 }
 
 fn load_block(config: &ModelConfig, source: &mut dyn TensorSource, names: &WeightNames, layer: usize) -> Result<Block> {
