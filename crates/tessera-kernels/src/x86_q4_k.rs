@@ -140,6 +140,25 @@ fn eight_values(values: __m256i, q: usize) -> __m256 {
     _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(bytes))
 }
 
+/// `acc + (Σq·y · d·scale) · d_y + (−dmin·min) · s_y` lane by lane, unfused,
+/// in that order: the one place every Q4_K/Q5_K path forms a sub-block's
+/// contribution (the portable `dot_q4_k` arithmetic).
+#[target_feature(enable = "avx2")]
+#[inline]
+pub(crate) fn accumulate_sub_block(
+    acc: __m256,
+    dot: __m256i,
+    (d_scale, minus_min): (__m256, __m256),
+    (activation_scale, activation_sum): (f32, f32),
+) -> __m256 {
+    let scaled = _mm256_mul_ps(
+        _mm256_mul_ps(_mm256_cvtepi32_ps(dot), d_scale),
+        _mm256_set1_ps(activation_scale),
+    );
+    let lanes = _mm256_add_ps(scaled, _mm256_mul_ps(minus_min, _mm256_set1_ps(activation_sum)));
+    _mm256_add_ps(acc, lanes)
+}
+
 /// The eight outputs of weight group `group` against activation rows `j0..j0 + C`.
 ///
 /// # Safety
@@ -208,13 +227,12 @@ unsafe fn group_tile<const C: usize, const FIVE: bool>(
                 let j = 2 * pair + half;
                 for c in 0..C {
                     let dot = if FIVE {
-                        _mm256_cvtepi32_ps(dots[half][c])
+                        dots[half][c]
                     } else {
-                        _mm256_cvtepi32_ps(_mm256_madd_epi16(dots[half][c], ones))
+                        _mm256_madd_epi16(dots[half][c], ones)
                     };
-                    let scaled = _mm256_mul_ps(_mm256_mul_ps(dot, d_scale[j]), _mm256_set1_ps(scales[c][b]));
-                    let lanes = _mm256_add_ps(scaled, _mm256_mul_ps(minus_min[j], _mm256_set1_ps(sums[c][b])));
-                    acc[c] = _mm256_add_ps(acc[c], lanes);
+                    let factors = (d_scale[j], minus_min[j]);
+                    acc[c] = accumulate_sub_block(acc[c], dot, factors, (scales[c][b], sums[c][b]));
                 }
             }
         }

@@ -12,7 +12,7 @@
 use crate::q4::GROUP;
 use crate::q4_k::{nibbles_at, PAIR_BYTES, QH_AT, SUB_BLOCKS};
 use crate::x86_q4::for_each_group_tile;
-use crate::x86_q4_k::super_block_factors;
+use crate::x86_q4_k::{accumulate_sub_block, super_block_factors};
 use crate::{Q4KWeights, Q8Activations, BLOCK};
 use std::arch::x86_64::*;
 use std::ops::Range;
@@ -162,10 +162,8 @@ unsafe fn group_tile<const C: usize, const FIVE: bool>(
                         _mm512_castsi512_si256(dots[half][c]),
                         _mm512_extracti64x4_epi64::<1>(dots[half][c]),
                     );
-                    let dot = _mm256_cvtepi32_ps(folded);
-                    let scaled = _mm256_mul_ps(_mm256_mul_ps(dot, d_scale[j]), _mm256_set1_ps(scales[c][b]));
-                    let lanes = _mm256_add_ps(scaled, _mm256_mul_ps(minus_min[j], _mm256_set1_ps(sums[c][b])));
-                    acc[c] = _mm256_add_ps(acc[c], lanes);
+                    let factors = (d_scale[j], minus_min[j]);
+                    acc[c] = accumulate_sub_block(acc[c], folded, factors, (scales[c][b], sums[c][b]));
                 }
             }
         }
