@@ -4,7 +4,7 @@
 //! the lanes are summed as `((l0+l4)+(l2+l6)) + ((l1+l5)+(l3+l7))`.
 
 use crate::q4::NibbleGroups;
-use crate::{Q4KWeights, Q6KWeights, Q8Activations, Q8_0Weights, BLOCK, LANES};
+use crate::{Q3KWeights, Q4KWeights, Q6KWeights, Q8Activations, Q8_0Weights, BLOCK, LANES};
 use std::ops::Range;
 
 /// One output: row `row` of `w` against row `x_row` of `x`.
@@ -129,6 +129,31 @@ pub(crate) fn matmul_q6_k(w: &Q6KWeights, rows: Range<usize>, x: &Q8Activations,
     for j in 0..x.rows() {
         for (i, r) in rows.clone().enumerate() {
             out[j * stride + i] = dot_q6_k(w, r, x, j);
+        }
+    }
+}
+
+/// One Q3_K output: Q6_K's arithmetic with quants 0–7 centred on 4:
+/// `sum += ((Σ(q−4)·y)·ds)·d_y` per half block, low then high, blocks in order.
+pub(crate) fn dot_q3_k(w: &Q3KWeights, row: usize, x: &Q8Activations, x_row: usize) -> f32 {
+    let (quants, scales, halves) = (x.row_quants(x_row), x.row_scales(x_row), x.row_half_sums(x_row));
+    let mut sum = 0f32;
+    for b in 0..w.blocks() {
+        let (ds, q) = w.block(row, b);
+        let y = &quants[b * BLOCK..(b + 1) * BLOCK];
+        for half in 0..2 {
+            let dot: i32 = (half * 16..half * 16 + 16).map(|v| q[v] as i32 * y[v] as i32).sum();
+            sum += (dot - 4 * halves[b][half]) as f32 * ds[half] * scales[b];
+        }
+    }
+    sum
+}
+
+/// See [`matmul`], for Q3_K weights.
+pub(crate) fn matmul_q3_k(w: &Q3KWeights, rows: Range<usize>, x: &Q8Activations, out: &mut [f32], stride: usize) {
+    for j in 0..x.rows() {
+        for (i, r) in rows.clone().enumerate() {
+            out[j * stride + i] = dot_q3_k(w, r, x, j);
         }
     }
 }

@@ -208,6 +208,17 @@ fn random_q5_k_bytes(rng: &mut Rng, rows: usize, cols: usize) -> Vec<u8> {
     bytes
 }
 
+/// GGML bytes of random Q3_K super-blocks: `hmask`, `qs`, packed scales
+/// (every bit pattern), `d`.
+fn random_q3_k_bytes(rng: &mut Rng, rows: usize, cols: usize) -> Vec<u8> {
+    let mut bytes = Vec::new();
+    for _ in 0..rows * cols / 256 {
+        bytes.extend((0..32 + 64 + 12).map(|_| (rng.next() >> 56) as u8));
+        bytes.extend_from_slice(&f16::from_f32(rng.float().abs() * 0.0005 + 1e-6).to_le_bytes());
+    }
+    bytes
+}
+
 /// GGML bytes of random Q6_K super-blocks: `ql`, `qh` (every bit pattern),
 /// signed scales, `d`.
 fn random_q6_k_bytes(rng: &mut Rng, rows: usize, cols: usize) -> Vec<u8> {
@@ -230,7 +241,7 @@ struct GroupFormat {
 /// Shapes whose rows hold whole 256-value super-blocks.
 const K_SHAPES: &[(usize, usize, usize)] = &[(1, 1, 8), (9, 3, 16), (17, 33, 8), (5, 2, 24)];
 
-const GROUP_FORMATS: [GroupFormat; 7] = [
+const GROUP_FORMATS: [GroupFormat; 8] = [
     GroupFormat {
         format: Format::Q4_0,
         random: |rng, rows, cols| random_q4_bytes(rng, rows, cols, false),
@@ -250,6 +261,11 @@ const GROUP_FORMATS: [GroupFormat; 7] = [
         format: Format::Q5_1,
         random: |rng, rows, cols| random_q5_bytes(rng, rows, cols, true),
         shapes: SHAPES,
+    },
+    GroupFormat {
+        format: Format::Q3K,
+        random: random_q3_k_bytes,
+        shapes: K_SHAPES,
     },
     GroupFormat {
         format: Format::Q4K,
