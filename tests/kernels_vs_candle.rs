@@ -3,12 +3,13 @@
 //! CPU runs (the portable one forced too): Q8_0, Q4_1, Q5_0 and Q5_1 bit for bit, so
 //! swapping them in changes no logit; Q4_0 to rounding (its integer dots are
 //! exact, but candle's AVX2 code adds eight partial lanes per block where
-//! ours adds whole blocks, as GGML's scalar reference does); Q3_K, Q4_K, Q5_K and Q6_K
+//! ours adds whole blocks, as GGML's scalar reference does); Q2_K to Q6_K
 //! within 2% of Σ|w·x| (candle quantizes their activations per 256 values,
 //! ours per 32).
 
 use candle_core::quantized::k_quants::{
-    matmul, BlockQ3K, BlockQ4K, BlockQ4_0, BlockQ4_1, BlockQ5K, BlockQ5_0, BlockQ5_1, BlockQ6K, BlockQ8_0, GgmlType,
+    matmul, BlockQ2K, BlockQ3K, BlockQ4K, BlockQ4_0, BlockQ4_1, BlockQ5K, BlockQ5_0, BlockQ5_1, BlockQ6K, BlockQ8_0,
+    GgmlType,
 };
 use candle_core::quantized::{GgmlDType, QTensor};
 use candle_core::{Device, Tensor};
@@ -55,6 +56,7 @@ fn candle_product(
         GgmlDType::Q5_0 => matmul::<BlockQ5_0>(mkn, &x, &blocks(&bytes), &mut product),
         GgmlDType::Q5_1 => matmul::<BlockQ5_1>(mkn, &x, &blocks(&bytes), &mut product),
         GgmlDType::Q4K => matmul::<BlockQ4K>(mkn, &x, &blocks(&bytes), &mut product),
+        GgmlDType::Q2K => matmul::<BlockQ2K>(mkn, &x, &blocks(&bytes), &mut product),
         GgmlDType::Q3K => matmul::<BlockQ3K>(mkn, &x, &blocks(&bytes), &mut product),
         GgmlDType::Q5K => matmul::<BlockQ5K>(mkn, &x, &blocks(&bytes), &mut product),
         GgmlDType::Q6K => matmul::<BlockQ6K>(mkn, &x, &blocks(&bytes), &mut product),
@@ -173,5 +175,6 @@ fn k_quant_products_match_candles_within_activation_rounding() {
     assert_near(Format::Q4K, GgmlDType::Q4K, 90);
     assert_near(Format::Q5K, GgmlDType::Q5K, 100);
     assert_near(Format::Q3K, GgmlDType::Q3K, 120);
+    assert_near(Format::Q2K, GgmlDType::Q2K, 130);
     assert_near(Format::Q6K, GgmlDType::Q6K, 110);
 }

@@ -2,8 +2,8 @@
 
 use crate::q4::GROUP;
 use crate::{
-    portable, KernelError, Q3KWeights, Q4KWeights, Q4_0Weights, Q4_1Weights, Q5KWeights, Q5_0Weights, Q5_1Weights,
-    Q6KWeights, Q8Activations, Q8_0Weights,
+    portable, KernelError, Q2KWeights, Q3KWeights, Q4KWeights, Q4_0Weights, Q4_1Weights, Q5KWeights, Q5_0Weights,
+    Q5_1Weights, Q6KWeights, Q8Activations, Q8_0Weights,
 };
 use std::ops::Range;
 use std::sync::OnceLock;
@@ -82,6 +82,8 @@ pub enum Format {
     Q5_0,
     /// 5-bit, a scale and a minimum per 32 values.
     Q5_1,
+    /// 2-bit K-quant (256-value super-blocks).
+    Q2K,
     /// 3-bit K-quant (256-value super-blocks).
     Q3K,
     /// 4-bit K-quant (256-value super-blocks).
@@ -106,6 +108,8 @@ pub enum Weights {
     Q5_0(Q5_0Weights),
     /// See [`Q5_1Weights`].
     Q5_1(Q5_1Weights),
+    /// See [`Q2KWeights`].
+    Q2K(Q2KWeights),
     /// See [`Q3KWeights`].
     Q3K(Q3KWeights),
     /// See [`Q4KWeights`].
@@ -125,6 +129,7 @@ impl Weights {
             Format::Q4_1 => Weights::Q4_1(Q4_1Weights::from_ggml(bytes, rows, cols)?),
             Format::Q5_0 => Weights::Q5_0(Q5_0Weights::from_ggml(bytes, rows, cols)?),
             Format::Q5_1 => Weights::Q5_1(Q5_1Weights::from_ggml(bytes, rows, cols)?),
+            Format::Q2K => Weights::Q2K(Q2KWeights::from_ggml(bytes, rows, cols)?),
             Format::Q3K => Weights::Q3K(Q3KWeights::from_ggml(bytes, rows, cols)?),
             Format::Q4K => Weights::Q4K(Q4KWeights::from_ggml(bytes, rows, cols)?),
             Format::Q5K => Weights::Q5K(Q5KWeights::from_ggml(bytes, rows, cols)?),
@@ -140,6 +145,7 @@ impl Weights {
             Weights::Q4_1(w) => w.bytes(),
             Weights::Q5_0(w) => w.bytes(),
             Weights::Q5_1(w) => w.bytes(),
+            Weights::Q2K(w) => w.bytes(),
             Weights::Q3K(w) => w.bytes(),
             Weights::Q4K(w) => w.bytes(),
             Weights::Q5K(w) => w.bytes(),
@@ -155,6 +161,7 @@ impl Weights {
             Weights::Q4_1(w) => w.dequantize_row(row),
             Weights::Q5_0(w) => w.dequantize_row(row),
             Weights::Q5_1(w) => w.dequantize_row(row),
+            Weights::Q2K(w) => w.dequantize_row(row),
             Weights::Q3K(w) => w.dequantize_row(row),
             Weights::Q4K(w) => w.dequantize_row(row),
             Weights::Q5K(w) => w.dequantize_row(row),
@@ -170,6 +177,7 @@ impl Weights {
             Weights::Q4_1(w) => w.rows(),
             Weights::Q5_0(w) => w.rows(),
             Weights::Q5_1(w) => w.rows(),
+            Weights::Q2K(w) => w.rows(),
             Weights::Q3K(w) => w.rows(),
             Weights::Q4K(w) => w.rows(),
             Weights::Q5K(w) => w.rows(),
@@ -185,6 +193,7 @@ impl Weights {
             Weights::Q4_1(w) => w.blocks(),
             Weights::Q5_0(w) => w.blocks(),
             Weights::Q5_1(w) => w.blocks(),
+            Weights::Q2K(w) => w.blocks(),
             Weights::Q3K(w) => w.blocks(),
             Weights::Q4K(w) => w.blocks(),
             Weights::Q5K(w) => w.blocks(),
@@ -238,6 +247,7 @@ impl Weights {
                     | Weights::Q4_1(Q4_1Weights(w))
                     | Weights::Q5_0(Q5_0Weights(w))
                     | Weights::Q5_1(Q5_1Weights(w)) => crate::x86_q4::matmul_q4(w, rows, x, out, stride),
+                    Weights::Q2K(w) => crate::x86_q2_k::matmul_q2_k(w, rows, x, out, stride),
                     Weights::Q3K(w) => crate::x86_q3_k::matmul_q3_k(w, rows, x, out, stride),
                     Weights::Q4K(w) | Weights::Q5K(Q5KWeights(w)) => {
                         crate::x86_q4_k::matmul_q4_k(w, rows, x, out, stride)
@@ -253,6 +263,7 @@ impl Weights {
             | Weights::Q4_1(Q4_1Weights(w))
             | Weights::Q5_0(Q5_0Weights(w))
             | Weights::Q5_1(Q5_1Weights(w)) => portable::matmul_q4(w, rows, x, out, stride),
+            Weights::Q2K(w) => portable::matmul_q2_k(w, rows, x, out, stride),
             Weights::Q3K(w) => portable::matmul_q3_k(w, rows, x, out, stride),
             Weights::Q4K(w) | Weights::Q5K(Q5KWeights(w)) => portable::matmul_q4_k(w, rows, x, out, stride),
             Weights::Q6K(w) => portable::matmul_q6_k(w, rows, x, out, stride),

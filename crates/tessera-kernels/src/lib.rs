@@ -30,6 +30,7 @@ mod dispatch;
 mod error;
 mod half_precision;
 mod portable;
+mod q2_k;
 mod q3_k;
 mod q4;
 mod q4_k;
@@ -37,6 +38,8 @@ mod q6_k;
 mod q8_0;
 #[cfg(target_arch = "x86_64")]
 mod x86;
+#[cfg(target_arch = "x86_64")]
+mod x86_q2_k;
 #[cfg(target_arch = "x86_64")]
 mod x86_q3_k;
 #[cfg(target_arch = "x86_64")]
@@ -52,6 +55,7 @@ pub use activations::Q8Activations;
 pub use dispatch::{Format, Path, Weights};
 pub use error::KernelError;
 pub use half_precision::{HalfKind, HalfWeights};
+pub use q2_k::Q2KWeights;
 pub use q3_k::Q3KWeights;
 pub use q4::{Q4_0Weights, Q4_1Weights, Q5_0Weights, Q5_1Weights};
 pub use q4_k::{Q4KWeights, Q5KWeights};

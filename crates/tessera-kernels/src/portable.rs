@@ -4,7 +4,7 @@
 //! the lanes are summed as `((l0+l4)+(l2+l6)) + ((l1+l5)+(l3+l7))`.
 
 use crate::q4::NibbleGroups;
-use crate::{Q3KWeights, Q4KWeights, Q6KWeights, Q8Activations, Q8_0Weights, BLOCK, LANES};
+use crate::{Q2KWeights, Q3KWeights, Q4KWeights, Q6KWeights, Q8Activations, Q8_0Weights, BLOCK, LANES};
 use std::ops::Range;
 
 /// One output: row `row` of `w` against row `x_row` of `x`.
@@ -154,6 +154,31 @@ pub(crate) fn matmul_q3_k(w: &Q3KWeights, rows: Range<usize>, x: &Q8Activations,
     for j in 0..x.rows() {
         for (i, r) in rows.clone().enumerate() {
             out[j * stride + i] = dot_q3_k(w, r, x, j);
+        }
+    }
+}
+
+/// One Q2_K output: per half block
+/// `sum += ((Σq·y)·(d·scale) − Σy·(dmin·min))·d_y`, low then high, blocks in order.
+pub(crate) fn dot_q2_k(w: &Q2KWeights, row: usize, x: &Q8Activations, x_row: usize) -> f32 {
+    let (quants, scales, halves) = (x.row_quants(x_row), x.row_scales(x_row), x.row_half_sums(x_row));
+    let mut sum = 0f32;
+    for b in 0..w.blocks() {
+        let (factors, q) = w.block(row, b);
+        let y = &quants[b * BLOCK..(b + 1) * BLOCK];
+        for (half, (scale, min)) in factors.into_iter().enumerate() {
+            let dot: i32 = (half * 16..half * 16 + 16).map(|v| q[v] as i32 * y[v] as i32).sum();
+            sum += (dot as f32 * scale - halves[b][half] as f32 * min) * scales[b];
+        }
+    }
+    sum
+}
+
+/// See [`matmul`], for Q2_K weights.
+pub(crate) fn matmul_q2_k(w: &Q2KWeights, rows: Range<usize>, x: &Q8Activations, out: &mut [f32], stride: usize) {
+    for j in 0..x.rows() {
+        for (i, r) in rows.clone().enumerate() {
+            out[j * stride + i] = dot_q2_k(w, r, x, j);
         }
     }
 }

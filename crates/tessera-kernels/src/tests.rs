@@ -208,6 +208,18 @@ fn random_q5_k_bytes(rng: &mut Rng, rows: usize, cols: usize) -> Vec<u8> {
     bytes
 }
 
+/// GGML bytes of random Q2_K super-blocks: scale/min bytes and `qs` (every
+/// bit pattern), `d`, `dmin`.
+fn random_q2_k_bytes(rng: &mut Rng, rows: usize, cols: usize) -> Vec<u8> {
+    let mut bytes = Vec::new();
+    for _ in 0..rows * cols / 256 {
+        bytes.extend((0..16 + 64).map(|_| (rng.next() >> 56) as u8));
+        bytes.extend_from_slice(&f16::from_f32(rng.float().abs() * 0.002 + 1e-5).to_le_bytes());
+        bytes.extend_from_slice(&f16::from_f32(rng.float().abs() * 0.002).to_le_bytes());
+    }
+    bytes
+}
+
 /// GGML bytes of random Q3_K super-blocks: `hmask`, `qs`, packed scales
 /// (every bit pattern), `d`.
 fn random_q3_k_bytes(rng: &mut Rng, rows: usize, cols: usize) -> Vec<u8> {
@@ -241,7 +253,7 @@ struct GroupFormat {
 /// Shapes whose rows hold whole 256-value super-blocks.
 const K_SHAPES: &[(usize, usize, usize)] = &[(1, 1, 8), (9, 3, 16), (17, 33, 8), (5, 2, 24)];
 
-const GROUP_FORMATS: [GroupFormat; 8] = [
+const GROUP_FORMATS: [GroupFormat; 9] = [
     GroupFormat {
         format: Format::Q4_0,
         random: |rng, rows, cols| random_q4_bytes(rng, rows, cols, false),
@@ -261,6 +273,11 @@ const GROUP_FORMATS: [GroupFormat; 8] = [
         format: Format::Q5_1,
         random: |rng, rows, cols| random_q5_bytes(rng, rows, cols, true),
         shapes: SHAPES,
+    },
+    GroupFormat {
+        format: Format::Q2K,
+        random: random_q2_k_bytes,
+        shapes: K_SHAPES,
     },
     GroupFormat {
         format: Format::Q3K,

@@ -119,11 +119,11 @@ struct Part {
 /// Who computes a part's product.
 #[derive(Debug)]
 enum Kernel {
-    /// Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q3_K, Q4_K, Q5_K and Q6_K weights (Q4_1 repacked
+    /// Q8_0, Q4_0, Q4_1, Q5_0, Q5_1 and Q2_K to Q6_K weights (Q4_1 repacked
     /// to Q8_0 with `repack_q4_1`): Tessera's own kernels
     /// (`tessera-kernels`), activations quantized once per product. Q8_0,
     /// Q4_1, Q5_0 and Q5_1 are bit-identical to candle's products; Q4_0,
-    /// Q3_K, Q4_K, Q5_K and Q6_K agree to rounding.
+    /// Q2_K to Q6_K agree to rounding.
     Tessera {
         weights: Weights,
         slices: Vec<Range<usize>>,
@@ -155,6 +155,7 @@ fn kernel_format(dtype: GgmlDType) -> Option<Format> {
         GgmlDType::Q4_1 => Some(Format::Q4_1),
         GgmlDType::Q5_0 => Some(Format::Q5_0),
         GgmlDType::Q5_1 => Some(Format::Q5_1),
+        GgmlDType::Q2K => Some(Format::Q2K),
         GgmlDType::Q3K => Some(Format::Q3K),
         GgmlDType::Q4K => Some(Format::Q4K),
         GgmlDType::Q5K => Some(Format::Q5K),
@@ -446,12 +447,13 @@ mod tests {
         q.dequantize(&Device::Cpu).unwrap().to_vec2::<f32>().unwrap()
     }
 
-    const TYPES: [GgmlDType; 11] = [
+    const TYPES: [GgmlDType; 12] = [
         GgmlDType::Q8_0,
         GgmlDType::Q4_0,
         GgmlDType::Q4_1,
         GgmlDType::Q5_0,
         GgmlDType::Q5_1,
+        GgmlDType::Q2K,
         GgmlDType::Q3K,
         GgmlDType::Q4K,
         GgmlDType::Q5K,

@@ -88,7 +88,7 @@ fn report_generic_kernels(loaded: &LoadedModel) {
         .join(", ");
     eprintln!(
         "tessera: note: {list} weight matrices run on candle's generic kernels, slower than Tessera's own \
-         (own kernels: Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K, Q6_K, F16, BF16)"
+         (own kernels: Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K-Q6_K, F16, BF16)"
     );
 }
 

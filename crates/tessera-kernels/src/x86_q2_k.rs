@@ -1,0 +1,123 @@
+//! The AVX2+FMA+F16C path of Q2_K (layout in `q2_k.rs`): eight weight rows in
+//! the eight lanes of a register, each activation row making its own pass
+//! over the group's super-blocks; a sub-block's quants 0–3 are two `qs` bits
+//! moved into place; per lane the portable `dot_q2_k` arithmetic.
+
+use crate::q2_k::{qs_at, DMIN_AT, SCALES_AT, SUB_BLOCKS};
+use crate::q4::GROUP;
+use crate::x86_q4::for_each_group_tile;
+use crate::{Q2KWeights, Q8Activations, BLOCK};
+use std::arch::x86_64::*;
+use std::ops::Range;
+
+/// See `portable::matmul_q2_k`.
+///
+/// # Safety
+/// The CPU has AVX2, FMA and F16C; the caller checked the shapes and that
+/// `rows` starts on a group.
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(crate) unsafe fn matmul_q2_k(
+    w: &Q2KWeights,
+    rows: Range<usize>,
+    x: &Q8Activations,
+    out: &mut [f32],
+    stride: usize,
+) {
+    // A tile of `C` activation rows at (`group`, `j`).
+    macro_rules! tile {
+        ($c:literal, $group:expr, $j:expr) => {
+            group_tile::<$c>(w, $group, x, $j)
+        };
+    }
+    for_each_group_tile!(rows, x, out, stride, tile);
+}
+
+/// Sub-block `k` of chunk `chunk` at register position `t`: quants 0–3.
+///
+/// # Safety
+/// `data` points at a whole group super-block; `chunk < 2`, `k < 4`, `t < 8`.
+#[target_feature(enable = "avx2")]
+#[inline]
+unsafe fn sub_block_quants(data: *const u8, chunk: usize, k: usize, t: usize) -> __m256i {
+    // SAFETY: the caller's pointer covers the register.
+    let qs = unsafe { _mm256_loadu_si256(data.add(qs_at(chunk, t)).cast()) };
+    _mm256_and_si256(
+        _mm256_srl_epi16(qs, _mm_cvtsi32_si128(2 * k as i32)),
+        _mm256_set1_epi8(3),
+    )
+}
+
+/// Eight bytes (rows 0..8) at `at` as f32 lanes, each nibble `high` or low.
+///
+/// # Safety
+/// `at` points at 8 readable bytes.
+#[target_feature(enable = "avx2")]
+#[inline]
+unsafe fn nibble_lanes(at: *const u8, high: bool) -> __m256 {
+    // SAFETY: the caller's contract.
+    let bytes = _mm256_cvtepu8_epi32(unsafe { _mm_loadl_epi64(at.cast()) });
+    let nibbles = if high {
+        _mm256_srli_epi32(bytes, 4)
+    } else {
+        _mm256_and_si256(bytes, _mm256_set1_epi32(0x0F))
+    };
+    _mm256_cvtepi32_ps(nibbles)
+}
+
+/// The eight outputs of weight group `group` against activation rows `j0..j0 + C`.
+///
+/// # Safety
+/// As [`matmul_q2_k`]; `j0 + C <= x.rows()` and `group` is a group of `w`.
+#[target_feature(enable = "avx2,fma,f16c")]
+#[inline]
+unsafe fn group_tile<const C: usize>(w: &Q2KWeights, group: usize, x: &Q8Activations, j0: usize) -> [__m256; C] {
+    let ones = _mm256_set1_epi16(1);
+    let mut acc = [_mm256_setzero_ps(); C];
+    for (c, lanes) in acc.iter_mut().enumerate() {
+        let (quants, scales, halves) = (x.row_quants(j0 + c), x.row_scales(j0 + c), x.row_half_sums(j0 + c));
+        for sb in 0..w.supers() {
+            let data = w.group_super(group, sb).as_ptr();
+            // SAFETY: a group super-block starts with eight f16 d and eight f16 dmin.
+            let (d, dmin) = unsafe {
+                (
+                    _mm256_cvtph_ps(_mm_loadu_si128(data.cast())),
+                    _mm256_cvtph_ps(_mm_loadu_si128(data.add(DMIN_AT).cast())),
+                )
+            };
+            for j in 0..SUB_BLOCKS {
+                let (chunk, k, b) = (j / 4, j % 4, sb * SUB_BLOCKS + j);
+                for half in [0, 1] {
+                    let mut dot = _mm256_setzero_si256();
+                    for pair in 0..2 {
+                        let t = half * 4 + pair * 2;
+                        // SAFETY: registers t and t + 1 lie inside the group super-block;
+                        // an activation block is 32 bytes and 4t + 8 <= 32.
+                        let products = unsafe {
+                            let (q0, q1) = (
+                                sub_block_quants(data, chunk, k, t),
+                                sub_block_quants(data, chunk, k, t + 1),
+                            );
+                            let y = quants.as_ptr().add(b * BLOCK + t * 4);
+                            let y0 = _mm256_set1_epi32(y.cast::<i32>().read_unaligned());
+                            let y1 = _mm256_set1_epi32(y.add(4).cast::<i32>().read_unaligned());
+                            // Two products of at most 2·3·128 each: exact in 16 bits.
+                            _mm256_add_epi16(_mm256_maddubs_epi16(q0, y0), _mm256_maddubs_epi16(q1, y1))
+                        };
+                        dot = _mm256_add_epi32(dot, _mm256_madd_epi16(products, ones));
+                    }
+                    // SAFETY: the 8 scale/min bytes of entry 2j + half lie inside the group super-block.
+                    let (scale, min) = unsafe {
+                        let at = data.add(SCALES_AT + (2 * j + half) * GROUP);
+                        (nibble_lanes(at, false), nibble_lanes(at, true))
+                    };
+                    let weighted = _mm256_sub_ps(
+                        _mm256_mul_ps(_mm256_cvtepi32_ps(dot), _mm256_mul_ps(d, scale)),
+                        _mm256_mul_ps(_mm256_set1_ps(halves[b][half] as f32), _mm256_mul_ps(dmin, min)),
+                    );
+                    *lanes = _mm256_add_ps(*lanes, _mm256_mul_ps(weighted, _mm256_set1_ps(scales[b])));
+                }
+            }
+        }
+    }
+    acc
+}
