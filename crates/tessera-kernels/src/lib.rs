@@ -36,6 +36,7 @@ mod q4;
 mod q4_k;
 mod q6_k;
 mod q8_0;
+mod super_rows;
 #[cfg(target_arch = "x86_64")]
 mod x86;
 #[cfg(target_arch = "x86_64")]

@@ -20,7 +20,8 @@
 //! integer sums exact (`Σy` from the activations' half-block sums).
 
 use crate::q4::GROUP;
-use crate::q4_k::{check_super_blocks, SUPER_BLOCK};
+use crate::q4_k::SUPER_BLOCK;
+use crate::super_rows::{super_rows_accessors, SuperRows};
 use crate::{KernelError, BLOCK};
 use half::f16;
 
@@ -38,11 +39,9 @@ pub(crate) const SUB_BLOCKS: usize = SUPER_BLOCK / BLOCK;
 /// A `[rows, cols]` Q2_K matrix in row groups at GGML's bytes (rows past the
 /// last multiple of 8 are zero blocks).
 #[derive(Debug, Clone)]
-pub struct Q2KWeights {
-    rows: usize,
-    cols: usize,
-    data: Vec<u8>,
-}
+pub struct Q2KWeights(SuperRows);
+
+super_rows_accessors!(Q2KWeights, 0);
 
 /// Where register `t` of chunk `chunk`'s `qs` starts.
 pub(crate) fn qs_at(chunk: usize, t: usize) -> usize {
@@ -52,63 +51,28 @@ pub(crate) fn qs_at(chunk: usize, t: usize) -> usize {
 impl Q2KWeights {
     /// Repack GGML Q2_K bytes of a `[rows, cols]` matrix (`cols` a multiple of 256).
     pub fn from_ggml(bytes: &[u8], rows: usize, cols: usize) -> Result<Self, KernelError> {
-        check_super_blocks("Q2_K weights", bytes.len(), (rows, cols), GGML_BLOCK_BYTES)?;
-        let supers = cols / SUPER_BLOCK;
-        let mut this = Self {
-            rows,
-            cols,
-            data: vec![0u8; rows.div_ceil(GROUP) * supers * GROUP_SUPER_BYTES],
-        };
-        for (index, src) in bytes.chunks_exact(GGML_BLOCK_BYTES).enumerate() {
-            this.place(index / supers, index % supers, src);
-        }
-        Ok(this)
+        let sizes = (GGML_BLOCK_BYTES, GROUP_SUPER_BYTES);
+        SuperRows::repack("Q2_K weights", bytes, (rows, cols), sizes, place).map(Self)
     }
+}
 
-    /// Write row `row`'s GGML super-block `sb` into its group's lane.
-    fn place(&mut self, row: usize, sb: usize, src: &[u8]) {
-        let lane = row % GROUP;
-        let start = ((row / GROUP) * self.supers() + sb) * GROUP_SUPER_BYTES;
-        let dst = &mut self.data[start..start + GROUP_SUPER_BYTES];
-        let (scales, qs) = (&src[..16], &src[16..80]);
-        dst[2 * lane..2 * lane + 2].copy_from_slice(&src[80..82]);
-        dst[DMIN_AT + 2 * lane..DMIN_AT + 2 * lane + 2].copy_from_slice(&src[82..84]);
-        for (i, &scale) in scales.iter().enumerate() {
-            dst[SCALES_AT + i * GROUP + lane] = scale;
-        }
-        for chunk in 0..2 {
-            for t in 0..8 {
-                let at = qs_at(chunk, t) + lane * 4;
-                dst[at..at + 4].copy_from_slice(&qs[chunk * 32 + t * 4..][..4]);
-            }
+/// Write a row's GGML super-block `src` into lane `lane` of its group super-block `dst`.
+fn place(dst: &mut [u8], lane: usize, src: &[u8]) {
+    let (scales, qs) = (&src[..16], &src[16..80]);
+    dst[2 * lane..2 * lane + 2].copy_from_slice(&src[80..82]);
+    dst[DMIN_AT + 2 * lane..DMIN_AT + 2 * lane + 2].copy_from_slice(&src[82..84]);
+    for (i, &scale) in scales.iter().enumerate() {
+        dst[SCALES_AT + i * GROUP + lane] = scale;
+    }
+    for chunk in 0..2 {
+        for t in 0..8 {
+            let at = qs_at(chunk, t) + lane * 4;
+            dst[at..at + 4].copy_from_slice(&qs[chunk * 32 + t * 4..][..4]);
         }
     }
+}
 
-    /// Output rows.
-    pub fn rows(&self) -> usize {
-        self.rows
-    }
-
-    /// Blocks of 32 per row.
-    pub fn blocks(&self) -> usize {
-        self.cols / BLOCK
-    }
-
-    /// Super-blocks per row.
-    pub(crate) fn supers(&self) -> usize {
-        self.cols / SUPER_BLOCK
-    }
-
-    /// Bytes held (for bandwidth figures).
-    pub fn bytes(&self) -> usize {
-        self.data.len()
-    }
-
-    /// Group `group`, super-block `sb`: the bytes described in the module docs.
-    pub(crate) fn group_super(&self, group: usize, sb: usize) -> &[u8] {
-        &self.data[(group * self.supers() + sb) * GROUP_SUPER_BYTES..][..GROUP_SUPER_BYTES]
-    }
-
+impl Q2KWeights {
     /// `([(d·scale, dmin·min) of the low half, of the high half], quants 0–3)`
     /// of row `row`, block `b`, as every path forms them.
     pub(crate) fn block(&self, row: usize, b: usize) -> ([(f32, f32); 2], [u8; BLOCK]) {

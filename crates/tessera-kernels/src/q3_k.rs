@@ -23,7 +23,8 @@
 //! `sum += ((Σ(q−4)·y)·(d·(scale − 32)))·d_y`, as Q6_K does with 32.
 
 use crate::q4::GROUP;
-use crate::q4_k::{check_super_blocks, SUPER_BLOCK};
+use crate::q4_k::SUPER_BLOCK;
+use crate::super_rows::{super_rows_accessors, SuperRows};
 use crate::{KernelError, BLOCK};
 use half::f16;
 
@@ -57,73 +58,36 @@ fn unpack_scales(packed: &[u8]) -> [i8; 16] {
 /// A `[rows, cols]` Q3_K matrix in row groups (rows past the last multiple
 /// of 8 are zero blocks).
 #[derive(Debug, Clone)]
-pub struct Q3KWeights {
-    rows: usize,
-    cols: usize,
-    data: Vec<u8>,
-}
+pub struct Q3KWeights(SuperRows);
+
+super_rows_accessors!(Q3KWeights, 0);
 
 impl Q3KWeights {
     /// Repack GGML Q3_K bytes of a `[rows, cols]` matrix (`cols` a multiple of 256).
     pub fn from_ggml(bytes: &[u8], rows: usize, cols: usize) -> Result<Self, KernelError> {
-        check_super_blocks("Q3_K weights", bytes.len(), (rows, cols), GGML_BLOCK_BYTES)?;
-        let supers = cols / SUPER_BLOCK;
-        let mut this = Self {
-            rows,
-            cols,
-            data: vec![0u8; rows.div_ceil(GROUP) * supers * GROUP_SUPER_BYTES],
-        };
-        for (index, src) in bytes.chunks_exact(GGML_BLOCK_BYTES).enumerate() {
-            this.place(index / supers, index % supers, src);
-        }
-        Ok(this)
+        let sizes = (GGML_BLOCK_BYTES, GROUP_SUPER_BYTES);
+        SuperRows::repack("Q3_K weights", bytes, (rows, cols), sizes, place).map(Self)
     }
+}
 
-    /// Write row `row`'s GGML super-block `sb` into its group's lane.
-    fn place(&mut self, row: usize, sb: usize, src: &[u8]) {
-        let lane = row % GROUP;
-        let start = ((row / GROUP) * self.supers() + sb) * GROUP_SUPER_BYTES;
-        let dst = &mut self.data[start..start + GROUP_SUPER_BYTES];
-        let (hmask, qs, scales) = (&src[..32], &src[32..96], &src[96..108]);
-        dst[2 * lane..2 * lane + 2].copy_from_slice(&src[108..110]);
-        for (i, scale) in unpack_scales(scales).into_iter().enumerate() {
-            dst[SCALES_AT + i * GROUP + lane] = scale as u8;
-        }
-        for t in 0..8 {
-            let at = HMASK_AT + t * 32 + lane * 4;
-            dst[at..at + 4].copy_from_slice(&hmask[t * 4..][..4]);
-            for chunk in 0..2 {
-                let at = qs_at(chunk, t) + lane * 4;
-                dst[at..at + 4].copy_from_slice(&qs[chunk * 32 + t * 4..][..4]);
-            }
+/// Write a row's GGML super-block `src` into lane `lane` of its group super-block `dst`.
+fn place(dst: &mut [u8], lane: usize, src: &[u8]) {
+    let (hmask, qs, scales) = (&src[..32], &src[32..96], &src[96..108]);
+    dst[2 * lane..2 * lane + 2].copy_from_slice(&src[108..110]);
+    for (i, scale) in unpack_scales(scales).into_iter().enumerate() {
+        dst[SCALES_AT + i * GROUP + lane] = scale as u8;
+    }
+    for t in 0..8 {
+        let at = HMASK_AT + t * 32 + lane * 4;
+        dst[at..at + 4].copy_from_slice(&hmask[t * 4..][..4]);
+        for chunk in 0..2 {
+            let at = qs_at(chunk, t) + lane * 4;
+            dst[at..at + 4].copy_from_slice(&qs[chunk * 32 + t * 4..][..4]);
         }
     }
+}
 
-    /// Output rows.
-    pub fn rows(&self) -> usize {
-        self.rows
-    }
-
-    /// Blocks of 32 per row.
-    pub fn blocks(&self) -> usize {
-        self.cols / BLOCK
-    }
-
-    /// Super-blocks per row.
-    pub(crate) fn supers(&self) -> usize {
-        self.cols / SUPER_BLOCK
-    }
-
-    /// Bytes held (for bandwidth figures).
-    pub fn bytes(&self) -> usize {
-        self.data.len()
-    }
-
-    /// Group `group`, super-block `sb`: the bytes described in the module docs.
-    pub(crate) fn group_super(&self, group: usize, sb: usize) -> &[u8] {
-        &self.data[(group * self.supers() + sb) * GROUP_SUPER_BYTES..][..GROUP_SUPER_BYTES]
-    }
-
+impl Q3KWeights {
     /// `([d·(scale − 32) of the low half, of the high half], quants 0–7)` of
     /// row `row`, block `b`, as every path forms them.
     pub(crate) fn block(&self, row: usize, b: usize) -> ([f32; 2], [u8; BLOCK]) {

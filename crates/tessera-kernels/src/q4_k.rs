@@ -34,6 +34,7 @@
 //! uses one scale per 256 values, so results agree to activation rounding).
 
 use crate::q4::GROUP;
+use crate::super_rows::{super_rows_accessors, SuperRows};
 use crate::{KernelError, BLOCK};
 use half::f16;
 
@@ -108,12 +109,12 @@ fn scale_min(j: usize, packed: &[u8]) -> (u8, u8) {
 /// last multiple of 8 are zero blocks); also the body of [`Q5KWeights`].
 #[derive(Debug, Clone)]
 pub struct Q4KWeights {
-    rows: usize,
-    cols: usize,
+    groups: SuperRows,
     /// Q5_K: values have a fifth bit (`qh` registers after the factors).
     five_bit: bool,
-    data: Vec<u8>,
 }
+
+super_rows_accessors!(Q4KWeights, groups);
 
 /// A `[rows, cols]` Q5_K matrix: Q4_K's layout plus `qh` registers (see the module docs).
 #[derive(Debug, Clone)]
@@ -161,83 +162,15 @@ impl Q4KWeights {
         } else {
             ("Q4_K weights", GGML_BLOCK_BYTES)
         };
-        check_super_blocks(what, bytes.len(), (rows, cols), block_bytes)?;
-        let supers = cols / SUPER_BLOCK;
-        let mut this = Self {
-            rows,
-            cols,
-            five_bit,
-            data: vec![0u8; rows.div_ceil(GROUP) * supers * group_super_bytes(five_bit)],
-        };
-        for (index, src) in bytes.chunks_exact(block_bytes).enumerate() {
-            this.place(index / supers, index % supers, src);
-        }
-        Ok(this)
+        let sizes = (block_bytes, group_super_bytes(five_bit));
+        let place = |dst: &mut [u8], lane: usize, src: &[u8]| place(dst, lane, src, five_bit);
+        let groups = SuperRows::repack(what, bytes, (rows, cols), sizes, place)?;
+        Ok(Self { groups, five_bit })
     }
 
     /// Whether values have a fifth bit (Q5_K).
     pub(crate) fn five_bit(&self) -> bool {
         self.five_bit
-    }
-
-    /// Write row `row`'s GGML super-block `sb` into its group's lane.
-    fn place(&mut self, row: usize, sb: usize, src: &[u8]) {
-        let lane = row % GROUP;
-        let size = group_super_bytes(self.five_bit);
-        let start = ((row / GROUP) * self.supers() + sb) * size;
-        let dst = &mut self.data[start..start + size];
-        dst[2 * lane..2 * lane + 2].copy_from_slice(&src[0..2]);
-        dst[DMIN_AT + 2 * lane..DMIN_AT + 2 * lane + 2].copy_from_slice(&src[2..4]);
-        for j in 0..SUB_BLOCKS {
-            let (scale, min) = scale_min(j, &src[4..16]);
-            let (k, upper) = ((j * GROUP + lane) % 32, j >= 4);
-            let shift = if upper { 4 } else { 0 };
-            dst[SCALES_AT + k] |= (scale & 0x0F) << shift;
-            dst[MINS_AT + k] |= (min & 0x0F) << shift;
-            let high = if upper { 2 } else { 0 };
-            dst[HIGH_BITS_AT + k] |= ((scale >> 4) << high) | ((min >> 4) << (high + 4));
-        }
-        let mut nibbles = &src[16..];
-        if self.five_bit {
-            for t in 0..8 {
-                let at = QH_AT + t * 32 + lane * 4;
-                dst[at..at + 4].copy_from_slice(&nibbles[t * 4..][..4]);
-            }
-            nibbles = &nibbles[32..];
-        }
-        let nibbles_at = nibbles_at(self.five_bit);
-        for p in 0..SUB_BLOCKS / 2 {
-            for t in 0..8 {
-                let at = nibbles_at + p * PAIR_BYTES + t * 32 + lane * 4;
-                dst[at..at + 4].copy_from_slice(&nibbles[p * 32 + t * 4..][..4]);
-            }
-        }
-    }
-
-    /// Output rows.
-    pub fn rows(&self) -> usize {
-        self.rows
-    }
-
-    /// Blocks of 32 per row.
-    pub fn blocks(&self) -> usize {
-        self.cols / BLOCK
-    }
-
-    /// Super-blocks per row.
-    pub(crate) fn supers(&self) -> usize {
-        self.cols / SUPER_BLOCK
-    }
-
-    /// Bytes held (for bandwidth figures).
-    pub fn bytes(&self) -> usize {
-        self.data.len()
-    }
-
-    /// Group `group`, super-block `sb`: the bytes described in the module docs.
-    pub(crate) fn group_super(&self, group: usize, sb: usize) -> &[u8] {
-        let size = group_super_bytes(self.five_bit);
-        &self.data[(group * self.supers() + sb) * size..][..size]
     }
 
     /// `(d·scale, −dmin·min)` of row `row`, block `b` (sub-block `b % 8` of
@@ -281,5 +214,36 @@ impl Q4KWeights {
                 self.block_quants(row, b).map(|q| q as f32 * d + m)
             })
             .collect()
+    }
+}
+
+/// Write a row's GGML super-block `src` into lane `lane` of its group
+/// super-block `dst` (`five_bit`: a Q5_K block, with `qh`).
+fn place(dst: &mut [u8], lane: usize, src: &[u8], five_bit: bool) {
+    dst[2 * lane..2 * lane + 2].copy_from_slice(&src[0..2]);
+    dst[DMIN_AT + 2 * lane..DMIN_AT + 2 * lane + 2].copy_from_slice(&src[2..4]);
+    for j in 0..SUB_BLOCKS {
+        let (scale, min) = scale_min(j, &src[4..16]);
+        let (k, upper) = ((j * GROUP + lane) % 32, j >= 4);
+        let shift = if upper { 4 } else { 0 };
+        dst[SCALES_AT + k] |= (scale & 0x0F) << shift;
+        dst[MINS_AT + k] |= (min & 0x0F) << shift;
+        let high = if upper { 2 } else { 0 };
+        dst[HIGH_BITS_AT + k] |= ((scale >> 4) << high) | ((min >> 4) << (high + 4));
+    }
+    let mut nibbles = &src[16..];
+    if five_bit {
+        for t in 0..8 {
+            let at = QH_AT + t * 32 + lane * 4;
+            dst[at..at + 4].copy_from_slice(&nibbles[t * 4..][..4]);
+        }
+        nibbles = &nibbles[32..];
+    }
+    let nibbles_at = nibbles_at(five_bit);
+    for p in 0..SUB_BLOCKS / 2 {
+        for t in 0..8 {
+            let at = nibbles_at + p * PAIR_BYTES + t * 32 + lane * 4;
+            dst[at..at + 4].copy_from_slice(&nibbles[p * 32 + t * 4..][..4]);
+        }
     }
 }
