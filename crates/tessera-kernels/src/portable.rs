@@ -27,6 +27,16 @@ pub(crate) fn dot(w: &Q8_0Weights, row: usize, x: &Q8Activations, x_row: usize) 
     reduce_lanes(acc)
 }
 
+/// `out[j·stride + (r − rows.start)] = output(r, j)` for every weight row
+/// `r` in `rows` and activation row `j < n`: the loop every portable product runs.
+fn fill(rows: Range<usize>, n: usize, out: &mut [f32], stride: usize, output: impl Fn(usize, usize) -> f32) {
+    for j in 0..n {
+        for (i, r) in rows.clone().enumerate() {
+            out[j * stride + i] = output(r, j);
+        }
+    }
+}
+
 /// The lanes' sum in the order AVX2 code reduces a register.
 pub(crate) fn reduce_lanes(a: [f32; LANES]) -> f32 {
     let halves = [a[0] + a[4], a[1] + a[5], a[2] + a[6], a[3] + a[7]];
@@ -35,11 +45,7 @@ pub(crate) fn reduce_lanes(a: [f32; LANES]) -> f32 {
 
 /// `out[j·stride + (r − rows.start)] = dot(r, j)` for every activation row `j`.
 pub(crate) fn matmul(w: &Q8_0Weights, rows: Range<usize>, x: &Q8Activations, out: &mut [f32], stride: usize) {
-    for j in 0..x.rows() {
-        for (i, r) in rows.clone().enumerate() {
-            out[j * stride + i] = dot(w, r, x, j);
-        }
-    }
+    fill(rows, x.rows(), out, stride, |r, j| dot(w, r, x, j));
 }
 
 /// One 4- or 5-bit output. Q4_1 and Q5_1 as candle's (GGML's) reference
@@ -72,11 +78,7 @@ pub(crate) fn dot_q4(w: &NibbleGroups, row: usize, x: &Q8Activations, x_row: usi
 
 /// See [`matmul`], for 4-bit weights.
 pub(crate) fn matmul_q4(w: &NibbleGroups, rows: Range<usize>, x: &Q8Activations, out: &mut [f32], stride: usize) {
-    for j in 0..x.rows() {
-        for (i, r) in rows.clone().enumerate() {
-            out[j * stride + i] = dot_q4(w, r, x, j);
-        }
-    }
+    fill(rows, x.rows(), out, stride, |r, j| dot_q4(w, r, x, j));
 }
 
 /// One Q4_K output: per 32-value sub-block, Q4_1's arithmetic with
@@ -101,11 +103,7 @@ pub(crate) fn dot_q4_k(w: &Q4KWeights, row: usize, x: &Q8Activations, x_row: usi
 
 /// See [`matmul`], for Q4_K weights.
 pub(crate) fn matmul_q4_k(w: &Q4KWeights, rows: Range<usize>, x: &Q8Activations, out: &mut [f32], stride: usize) {
-    for j in 0..x.rows() {
-        for (i, r) in rows.clone().enumerate() {
-            out[j * stride + i] = dot_q4_k(w, r, x, j);
-        }
-    }
+    fill(rows, x.rows(), out, stride, |r, j| dot_q4_k(w, r, x, j));
 }
 
 /// One Q6_K output: per block and half, `sum += ((Σ(q−32)·y)·ds)·d_y`, the
@@ -126,11 +124,7 @@ pub(crate) fn dot_q6_k(w: &Q6KWeights, row: usize, x: &Q8Activations, x_row: usi
 
 /// See [`matmul`], for Q6_K weights.
 pub(crate) fn matmul_q6_k(w: &Q6KWeights, rows: Range<usize>, x: &Q8Activations, out: &mut [f32], stride: usize) {
-    for j in 0..x.rows() {
-        for (i, r) in rows.clone().enumerate() {
-            out[j * stride + i] = dot_q6_k(w, r, x, j);
-        }
-    }
+    fill(rows, x.rows(), out, stride, |r, j| dot_q6_k(w, r, x, j));
 }
 
 /// One Q3_K output: Q6_K's arithmetic with quants 0–7 centred on 4:
@@ -151,11 +145,7 @@ pub(crate) fn dot_q3_k(w: &Q3KWeights, row: usize, x: &Q8Activations, x_row: usi
 
 /// See [`matmul`], for Q3_K weights.
 pub(crate) fn matmul_q3_k(w: &Q3KWeights, rows: Range<usize>, x: &Q8Activations, out: &mut [f32], stride: usize) {
-    for j in 0..x.rows() {
-        for (i, r) in rows.clone().enumerate() {
-            out[j * stride + i] = dot_q3_k(w, r, x, j);
-        }
-    }
+    fill(rows, x.rows(), out, stride, |r, j| dot_q3_k(w, r, x, j));
 }
 
 /// One Q2_K output: per half block
@@ -176,9 +166,5 @@ pub(crate) fn dot_q2_k(w: &Q2KWeights, row: usize, x: &Q8Activations, x_row: usi
 
 /// See [`matmul`], for Q2_K weights.
 pub(crate) fn matmul_q2_k(w: &Q2KWeights, rows: Range<usize>, x: &Q8Activations, out: &mut [f32], stride: usize) {
-    for j in 0..x.rows() {
-        for (i, r) in rows.clone().enumerate() {
-            out[j * stride + i] = dot_q2_k(w, r, x, j);
-        }
-    }
+    fill(rows, x.rows(), out, stride, |r, j| dot_q2_k(w, r, x, j));
 }
