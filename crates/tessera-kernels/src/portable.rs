@@ -106,20 +106,33 @@ pub(crate) fn matmul_q4_k(w: &Q4KWeights, rows: Range<usize>, x: &Q8Activations,
     fill(rows, x.rows(), out, stride, |r, j| dot_q4_k(w, r, x, j));
 }
 
-/// One Q6_K output: per block and half, `sum += ((Σ(q−32)·y)·ds)·d_y`, the
-/// integer dot exact, low half then high half, blocks in order.
-pub(crate) fn dot_q6_k(w: &Q6KWeights, row: usize, x: &Q8Activations, x_row: usize) -> f32 {
+/// One output of a half-block-scaled format (Q6_K, Q3_K): per block and
+/// half, `sum += ((Σ(q−centre)·y)·ds)·d_y`, the integer dot exact, low half
+/// then high half, blocks in order. `block(b)` gives a block's two scales
+/// and its quants.
+fn dot_centred_halves(
+    blocks: usize,
+    block: impl Fn(usize) -> ([f32; 2], [u8; BLOCK]),
+    centre: i32,
+    x: &Q8Activations,
+    x_row: usize,
+) -> f32 {
     let (quants, scales, halves) = (x.row_quants(x_row), x.row_scales(x_row), x.row_half_sums(x_row));
     let mut sum = 0f32;
-    for b in 0..w.blocks() {
-        let (ds, q) = w.block(row, b);
+    for b in 0..blocks {
+        let (ds, q) = block(b);
         let y = &quants[b * BLOCK..(b + 1) * BLOCK];
         for half in 0..2 {
             let dot: i32 = (half * 16..half * 16 + 16).map(|v| q[v] as i32 * y[v] as i32).sum();
-            sum += (dot - 32 * halves[b][half]) as f32 * ds[half] * scales[b];
+            sum += (dot - centre * halves[b][half]) as f32 * ds[half] * scales[b];
         }
     }
     sum
+}
+
+/// One Q6_K output: quants 0–63 centred on 32 (see [`dot_centred_halves`]).
+pub(crate) fn dot_q6_k(w: &Q6KWeights, row: usize, x: &Q8Activations, x_row: usize) -> f32 {
+    dot_centred_halves(w.blocks(), |b| w.block(row, b), 32, x, x_row)
 }
 
 /// See [`matmul`], for Q6_K weights.
@@ -127,20 +140,9 @@ pub(crate) fn matmul_q6_k(w: &Q6KWeights, rows: Range<usize>, x: &Q8Activations,
     fill(rows, x.rows(), out, stride, |r, j| dot_q6_k(w, r, x, j));
 }
 
-/// One Q3_K output: Q6_K's arithmetic with quants 0–7 centred on 4:
-/// `sum += ((Σ(q−4)·y)·ds)·d_y` per half block, low then high, blocks in order.
+/// One Q3_K output: quants 0–7 centred on 4 (see [`dot_centred_halves`]).
 pub(crate) fn dot_q3_k(w: &Q3KWeights, row: usize, x: &Q8Activations, x_row: usize) -> f32 {
-    let (quants, scales, halves) = (x.row_quants(x_row), x.row_scales(x_row), x.row_half_sums(x_row));
-    let mut sum = 0f32;
-    for b in 0..w.blocks() {
-        let (ds, q) = w.block(row, b);
-        let y = &quants[b * BLOCK..(b + 1) * BLOCK];
-        for half in 0..2 {
-            let dot: i32 = (half * 16..half * 16 + 16).map(|v| q[v] as i32 * y[v] as i32).sum();
-            sum += (dot - 4 * halves[b][half]) as f32 * ds[half] * scales[b];
-        }
-    }
-    sum
+    dot_centred_halves(w.blocks(), |b| w.block(row, b), 4, x, x_row)
 }
 
 /// See [`matmul`], for Q3_K weights.

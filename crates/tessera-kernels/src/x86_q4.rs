@@ -12,8 +12,11 @@ use std::ops::Range;
 /// Activation rows per chunk (kept in L1 while a group's blocks stream past).
 pub(crate) const ACT_CHUNK: usize = 32;
 
-/// See `portable::matmul_q4`; the caller checked the shapes, that `rows`
-/// starts on a group and that the CPU has AVX2, FMA and F16C.
+/// See `portable::matmul_q4`.
+///
+/// # Safety
+/// The CPU has AVX2, FMA and F16C; the caller checked the shapes and that
+/// `rows` starts on a group.
 #[target_feature(enable = "avx2,fma,f16c")]
 pub(crate) unsafe fn matmul_q4(
     w: &NibbleGroups,
@@ -32,6 +35,9 @@ pub(crate) unsafe fn matmul_q4(
 
 /// `MIN`: a minimum per block (Q4_1, Q5_1) rather than an offset (−8 for
 /// Q4_0, −16 for Q5_0); `HIGH`: a fifth bit per value (Q5_0, Q5_1).
+///
+/// # Safety
+/// As [`matmul_q4`]; `MIN` and `HIGH` match `w`'s kind.
 #[target_feature(enable = "avx2,fma,f16c")]
 unsafe fn matmul_groups<const MIN: bool, const HIGH: bool>(
     w: &NibbleGroups,
@@ -131,6 +137,9 @@ fn fifth_bits(qh: __m256i, shift: usize) -> __m256i {
 }
 
 /// The eight outputs of weight group `group` against activation rows `j0..j0 + C`.
+///
+/// # Safety
+/// As [`matmul_groups`]; `j0 + C <= x.rows()` and `group` is a group of `w`.
 #[target_feature(enable = "avx2,fma,f16c")]
 #[inline]
 unsafe fn group_tile<const C: usize, const MIN: bool, const HIGH: bool>(
