@@ -52,6 +52,9 @@ fn masks(c: &mut Criterion) {
     };
     let states = [
         ("auto free text", "Let me check the file first. "),
+        // At the reply's start a bare call may begin: every token is walked.
+        ("auto reply start", ""),
+        ("in a bare call's name", "{\"name\": \"file_"),
         ("after the opener", "<tool_call>\n{\"name\": \""),
         ("in the name", "<tool_call>\n{\"name\": \"file_"),
         (

@@ -181,3 +181,14 @@ fn a_flipped_bit_is_caught() {
         .collect();
     assert_eq!(wrong, vec![flipped]);
 }
+
+#[test]
+fn bare_call_masks_are_exact() {
+    let auto = || choice(CallMode::Auto, None, false);
+    let bare = "{\"name\": \"browser_open\", \"arguments\": {\"url\": \"https://example.com\"}}";
+    walk(auto(), bare, 9);
+    let fenced = "\n```json\n{\n  \"name\": \"shell_run\",\n  \"arguments\": {\"command\": \"ls\"}}\n```";
+    walk(auto(), fenced, 10);
+    let answer = "{\"name\": \"browser_openers\", \"count\": 3}";
+    walk(auto(), answer, 11);
+}

@@ -7,14 +7,18 @@
 //! dense logits than candle's), and its template is the one whose tool
 //! envelope the constraint uses; its tokenizer, built from the GGUF
 //! metadata, gives llama.cpp's ids, and its greedy text with f32 K/V is
-//! llama.cpp's.
+//! llama.cpp's. In `auto` mode its bare-JSON calls are calls and its JSON
+//! answers are text.
 
 mod common;
 
 use common::reference::{compare, reference_logits, tessera_logits, Reference};
+use serde_json::json;
+use std::sync::Arc;
 use std::sync::OnceLock;
-use tessera_constrain::CallFormat;
-use tessera_model::{KvDtype, LoadOptions, LoadedModel, ModelLocation};
+use tessera_constrain::{tools_prompt, CallFormat, CallMode, CompiledTools, ToolChoice, ToolDef};
+use tessera_engine::{EngineConfig, EngineHandle, GenerateRequest, ToolConstraint};
+use tessera_model::{ChatMessage, KvDtype, LoadOptions, LoadedModel, ModelLocation};
 
 const NAME: &str = "qwen2.5-coder-1.5b";
 
@@ -233,4 +237,79 @@ fn template_asks_for_hermes_tool_calls() {
     let source = qwen().template.source();
     assert!(source.contains("<tools>") && source.contains("<tool_call>"), "{source}");
     assert_eq!(CallFormat::detect(source), CallFormat::Hermes);
+}
+
+/// Asked for the weather, Qwen2.5-Coder answers with the call as bare JSON (or
+/// fenced): in `auto` mode that is a call. Asked for JSON, it writes JSON
+/// whose `name` is not a call: that stays the answer.
+#[test]
+fn auto_mode_reads_bare_calls_and_leaves_json_answers_as_text() {
+    let weather = ToolDef {
+        name: "get_weather".into(),
+        description: "Get the current weather in a city".into(),
+        parameters: json!({"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}),
+    };
+    let loaded = LoadedModel::load(
+        &ModelLocation::Gguf(tessera_fixtures::model(NAME)),
+        &LoadOptions::default(),
+    )
+    .expect("loading Qwen2.5-Coder-1.5B");
+    let system = tools_prompt(std::slice::from_ref(&weather), CallFormat::Hermes);
+    let prompt_of = |user: &str| {
+        let messages = [ChatMessage::new("system", &system), ChatMessage::new("user", user)];
+        let text = loaded.template.render(&messages, true).unwrap();
+        loaded.tokenizer.encode(&text).unwrap()
+    };
+    let cases = [
+        ("What's the weather in Paris right now?", Some("Paris")),
+        ("Is it raining in Tokyo?", Some("Tokyo")),
+        (
+            "Give me an example JSON object describing a person with a name and an age.",
+            None,
+        ),
+        (
+            "Write a JSON config with a name field set to get_weather and a version field.",
+            None,
+        ),
+    ];
+    let prompts: Vec<Vec<u32>> = cases.iter().map(|(user, _)| prompt_of(user)).collect();
+    let engine = EngineHandle::start(loaded, EngineConfig::for_tokens(4096)).unwrap();
+    let compiled = Arc::new(CompiledTools::compile(&[weather]).unwrap());
+    let streams: Vec<_> = prompts
+        .into_iter()
+        .map(|prompt| {
+            let request = GenerateRequest {
+                tools: Some(ToolConstraint {
+                    tools: compiled.clone(),
+                    choice: ToolChoice {
+                        mode: CallMode::Auto,
+                        allowed: None,
+                        parallel: false,
+                    },
+                }),
+                ..GenerateRequest::greedy(prompt, 48)
+            };
+            engine.submit(request).unwrap()
+        })
+        .collect();
+    for ((user, city), stream) in cases.iter().zip(streams) {
+        let output = stream.wait().unwrap();
+        let parsed = output.completion.tool_output.expect("a constrained response").parsed;
+        match city {
+            Some(city) => {
+                assert_eq!(parsed.calls.len(), 1, "{user:?} answered {:?}", output.text);
+                assert_eq!(parsed.calls[0].name, "get_weather");
+                assert_eq!(parsed.calls[0].arguments, json!({ "city": city }).to_string());
+                assert_eq!(parsed.content, "", "{:?}", output.text);
+            }
+            None => {
+                assert_eq!(parsed.calls, vec![], "{user:?} answered {:?}", output.text);
+                assert!(
+                    parsed.content.contains("\"name\""),
+                    "{user:?} answered {:?}",
+                    output.text
+                );
+            }
+        }
+    }
 }

@@ -3,8 +3,11 @@
 //! unless the template has its own form), the name restricted to the allowed
 //! set by a trie, the arguments by the tool's schema, then end of turn or
 //! (parallel calls) another call. Byte-level, so a token may straddle the
-//! opener, the name, the literal and the arguments.
+//! opener, the name, the literal and the arguments. In `auto` mode the reply
+//! may also open with a bare call ([`crate::bare`]): its head is read as free
+//! text (`Tentative`) and becomes a call only at the arguments' `{`.
 
+use crate::bare::{is_json_space, BareForm, HeadItem};
 use crate::format::Envelope;
 use crate::json::{JsonMachine, JsonState, Stacks};
 use crate::literal::LitNode;
@@ -61,6 +64,12 @@ pub(crate) enum Phase {
     Text {
         matched: u8,
     },
+    /// Free text that may still be a bare call's head: `item` of the form's
+    /// head, `at` bytes into a literal or the name trie's node.
+    Tentative {
+        item: u8,
+        at: u32,
+    },
     Fixed {
         piece: Piece,
         at: u8,
@@ -79,6 +88,8 @@ pub(crate) enum Phase {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub(crate) struct CallState {
     pub phase: Phase,
+    /// The envelope's form ([`Envelope::form`]): 0 the template's, `k` bare form `k - 1`.
+    pub form: u8,
     pub tool: u32,
     pub json: JsonState,
 }
@@ -97,8 +108,8 @@ impl CallState {
     /// Whether the response may end here (an end-of-turn token may follow).
     pub fn accepting(&self, envelope: &Envelope) -> bool {
         match self.phase {
-            Phase::Text { .. } | Phase::Done => true,
-            Phase::AfterCall => envelope.section_end.is_empty(),
+            Phase::Text { .. } | Phase::Tentative { .. } | Phase::Done => true,
+            Phase::AfterCall => envelope.form(self.form).section_end.is_empty(),
             _ => false,
         }
     }
@@ -118,8 +129,9 @@ impl CallMachine<'_> {
         let with = |phase| Some(CallState { phase, ..state });
         match state.phase {
             Phase::Text { matched } => self.text_byte(matched, byte).map(|phase| CallState { phase, ..state }),
+            Phase::Tentative { item, at } => self.tentative_byte(state, item, at, byte),
             Phase::Fixed { piece, at } => {
-                let bytes = piece.bytes(self.envelope);
+                let bytes = piece.bytes(self.envelope.form(state.form));
                 if bytes[at as usize] != byte {
                     return None;
                 }
@@ -132,22 +144,23 @@ impl CallMachine<'_> {
             Phase::Args => {
                 let json = self.json().step(state.json, byte)?;
                 let phase = if json.is_done() {
-                    self.enter(Piece::CallEnd)
+                    self.enter(state.form, Piece::CallEnd)
                 } else {
                     Phase::Args
                 };
                 Some(CallState { phase, json, ..state })
             }
             Phase::AfterCall => {
-                let separator = self.envelope.separator.as_deref().filter(|_| self.parallel);
+                let envelope = self.envelope.form(state.form);
+                let separator = envelope.separator.as_deref().filter(|_| self.parallel);
                 let piece = if separator.is_some_and(|s| s[0] == byte) {
                     Piece::Separator
-                } else if self.envelope.section_end.first() == Some(&byte) {
+                } else if envelope.section_end.first() == Some(&byte) {
                     Piece::SectionEnd
                 } else {
                     return None;
                 };
-                with(match piece.bytes(self.envelope).len() {
+                with(match piece.bytes(envelope).len() {
                     1 => self.after_piece(piece),
                     _ => Phase::Fixed { piece, at: 1 },
                 })
@@ -166,14 +179,83 @@ impl CallMachine<'_> {
             return Some(Phase::Text { matched: next as u8 });
         }
         match self.mode {
-            CallMode::Auto => Some(self.enter(Piece::NameIntro)),
+            CallMode::Auto => Some(self.enter(0, Piece::NameIntro)),
             CallMode::None | CallMode::Required => None,
         }
     }
 
-    /// The phase at the start of `piece` (its successor's when it is empty).
-    fn enter(&self, piece: Piece) -> Phase {
-        if piece.bytes(self.envelope).is_empty() {
+    /// A bare call's head, read as free text: `byte` either continues it (and
+    /// at the arguments' `{`, commits to the call) or turns the reply into text.
+    fn tentative_byte(&mut self, state: CallState, item: u8, at: u32, byte: u8) -> Option<CallState> {
+        let forms = &self.envelope.bare;
+        let form = match (item, at) {
+            // Every form starts with whitespace; its first literal's first byte picks the form.
+            (1, 0) => BareForm::starting_with(forms, byte),
+            _ => Some(state.form),
+        };
+        let Some(form) = form else {
+            return self.diverge(state, byte);
+        };
+        let state = CallState { form, ..state };
+        let tentative = |item, at| {
+            Some(CallState {
+                phase: Phase::Tentative { item, at },
+                ..state
+            })
+        };
+        let head_item = match item {
+            0 => Some(HeadItem::Ws),
+            _ => forms[form as usize - 1].head.get(item as usize).copied(),
+        };
+        match head_item {
+            Some(HeadItem::Ws) if is_json_space(byte) => tentative(item, at),
+            Some(HeadItem::Ws) => self.tentative_byte(state, item + 1, 0, byte),
+            Some(HeadItem::Lit(literal)) if literal[at as usize] == byte => match at as usize + 1 == literal.len() {
+                true => tentative(item + 1, 0),
+                false => tentative(item, at + 1),
+            },
+            Some(HeadItem::Name) if byte == b'"' => match self.allowed.trie.terminal(at) {
+                Some(index) => {
+                    let tool = self.allowed.tools[index as usize];
+                    Some(CallState {
+                        phase: Phase::Tentative { item: item + 1, at: 0 },
+                        tool: tool as u32,
+                        json: JsonState::start(self.tools.roots[tool]),
+                        form,
+                    })
+                }
+                None => self.diverge(state, byte),
+            },
+            Some(HeadItem::Name) => match self.allowed.trie.step(at, byte) {
+                Some(next) => tentative(item, next),
+                None => self.diverge(state, byte),
+            },
+            Some(HeadItem::Lit(_)) => self.diverge(state, byte),
+            // The head is complete: the arguments' `{` makes it a call.
+            None if byte == b'{' => {
+                let args = CallState {
+                    phase: Phase::Args,
+                    ..state
+                };
+                self.step(args, byte).or_else(|| self.diverge(state, byte))
+            }
+            None => self.diverge(state, byte),
+        }
+    }
+
+    /// The reply is free text from `byte` on (a bare call's head was not completed).
+    fn diverge(&self, state: CallState, byte: u8) -> Option<CallState> {
+        let phase = self.text_byte(0, byte)?;
+        Some(CallState {
+            phase,
+            form: 0,
+            ..state
+        })
+    }
+
+    /// The phase at the start of `piece` of form `form` (its successor's when it is empty).
+    fn enter(&self, form: u8, piece: Piece) -> Phase {
+        if piece.bytes(self.envelope.form(form)).is_empty() {
             self.after_piece(piece)
         } else {
             Phase::Fixed { piece, at: 0 }
@@ -196,7 +278,8 @@ impl CallMachine<'_> {
             let index = names.terminal(at)?;
             let tool = self.allowed.tools[index as usize];
             return Some(CallState {
-                phase: self.enter(Piece::ArgsIntro),
+                phase: self.enter(state.form, Piece::ArgsIntro),
+                form: state.form,
                 tool: tool as u32,
                 json: JsonState::start(self.tools.roots[tool]),
             });

@@ -3,6 +3,7 @@
 //! ([`CallFormat::detect`]); a template with none (plain ChatML, like
 //! SmolLM2's) gets the Hermes form, which small instruct models follow best.
 
+use crate::bare::BareForm;
 use crate::{Vocabulary, SPECIAL_TOKEN_MARKER};
 
 /// A family of call envelopes.
@@ -69,6 +70,8 @@ pub struct Envelope {
     pub(crate) separator: Option<Vec<u8>>,
     /// After the last call (may be empty).
     pub(crate) section_end: Vec<u8>,
+    /// The forms this family also writes calls in without the opener (auto mode).
+    pub(crate) bare: Vec<BareForm>,
 }
 
 impl Envelope {
@@ -109,6 +112,30 @@ impl Envelope {
             call_end: call_end.as_bytes().to_vec(),
             separator: separator.map(|s| s.as_bytes().to_vec()),
             section_end: section_end.as_bytes().to_vec(),
+            bare: BareForm::of(format),
+        }
+    }
+
+    /// The strict pieces of a bare form (no opener: its head is read by [`BareForm`]).
+    pub(crate) fn pieces(format: CallFormat, args_intro: &str, call_end: &str, separator: &str) -> Self {
+        Self {
+            format,
+            opener_text: String::new(),
+            opener: b"\0".to_vec(),
+            name_intro: Vec::new(),
+            args_intro: args_intro.as_bytes().to_vec(),
+            call_end: call_end.as_bytes().to_vec(),
+            separator: Some(separator.as_bytes().to_vec()),
+            section_end: Vec::new(),
+            bare: Vec::new(),
+        }
+    }
+
+    /// The pieces of form `form`: 0 is this envelope, `k` its bare form `k - 1`.
+    pub(crate) fn form(&self, form: u8) -> &Envelope {
+        match form {
+            0 => self,
+            k => &self.bare[k as usize - 1].pieces,
         }
     }
 
@@ -123,6 +150,7 @@ impl Envelope {
             call_end: Vec::new(),
             separator: None,
             section_end: Vec::new(),
+            bare: Vec::new(),
         }
     }
 

@@ -9,6 +9,7 @@
 //! per-response state ([`ToolCallMatcher`]) is small.
 #![deny(missing_docs)]
 
+mod bare;
 mod call;
 mod error;
 mod format;
@@ -25,7 +26,7 @@ pub use call::{CallMode, ToolChoice};
 pub use error::ConstrainError;
 pub use format::{CallFormat, Envelope};
 pub use matcher::{RejectedToken, TokenMask, ToolCallMatcher};
-pub use output::{parse_response, tools_prompt, CallParseError, ParsedResponse, ToolCall};
+pub use output::{parse_response, tools_prompt, CallParseError, CallSyntax, ParsedResponse, ToolCall};
 pub use schema::MAX_PROPERTIES;
 pub use stream::{CallStreamParser, StreamPiece};
 pub use tools::{tools_hash, CompiledTools, ToolDef, ToolSetCache, MAX_NAME_LEN};

@@ -7,6 +7,7 @@
 use crate::call::{CallMachine, CallMode, CallState, Phase, ToolChoice};
 use crate::format::Envelope;
 use crate::json::{JsonState, Stacks};
+use crate::output::CallSyntax;
 use crate::tools::{AllowedNames, CompiledTools};
 use crate::vocab::is_text_structural;
 use crate::{ConstrainError, Vocabulary};
@@ -125,8 +126,14 @@ impl ToolCallMatcher {
             return Err(ConstrainError::NoTools(mode.into()));
         }
         let allowed = AllowedNames::new(&tools, chosen);
+        // In `auto` mode the reply may open with a bare call.
+        let phase = match choice.mode {
+            CallMode::Auto if !envelope.bare.is_empty() => Phase::Tentative { item: 0, at: 0 },
+            _ => Phase::Text { matched: 0 },
+        };
         let start = CallState {
-            phase: Phase::Text { matched: 0 },
+            phase,
+            form: 0,
             tool: 0,
             json: JsonState::start(0),
         };
@@ -171,6 +178,7 @@ impl ToolCallMatcher {
             stacks: Stacks::default(),
             state: CallState {
                 phase: Phase::Args,
+                form: 0,
                 tool: 0,
                 json: JsonState::start(root),
             },
@@ -235,9 +243,23 @@ impl ToolCallMatcher {
         }
     }
 
-    /// Whether the response is in free text (outside any call).
+    /// Whether the response is in free text (outside any call; a bare call's
+    /// head is free text until its arguments begin).
     pub fn in_free_text(&self) -> bool {
-        matches!(self.state.phase, Phase::Text { .. })
+        matches!(self.state.phase, Phase::Text { .. } | Phase::Tentative { .. })
+    }
+
+    /// How this response's calls appear in its text, for the parsers; `None`
+    /// when it cannot hold calls (mode `none`, a JSON value).
+    pub fn call_syntax(&self) -> Option<CallSyntax> {
+        if self.json_value || self.mode == CallMode::None {
+            return None;
+        }
+        let syntax = CallSyntax::new(self.envelope.format());
+        Some(match self.mode {
+            CallMode::Auto => syntax.with_bare_calls(self.allowed.tools.iter().map(|&i| self.tools.names[i].clone())),
+            _ => syntax,
+        })
     }
 
     /// Whether a complete call has been read and nothing after it yet.
@@ -289,7 +311,10 @@ impl ToolCallMatcher {
         // Where plain tokens cannot change the state, allow them wholesale and walk the rest.
         let state = self.state;
         let split = match state.phase {
-            Phase::Text { matched: 0 } if is_text_structural(self.envelope.opener[0]) => Some(&vocab.text),
+            // A bare call's head only commits at a `{`: plain tokens never end it otherwise.
+            Phase::Text { matched: 0 } | Phase::Tentative { .. } if is_text_structural(self.envelope.opener[0]) => {
+                Some(&vocab.text)
+            }
             Phase::Args if self.machine().json().in_plain_string(state.json) => Some(&vocab.string),
             _ => None,
         };

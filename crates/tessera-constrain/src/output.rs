@@ -2,8 +2,10 @@
 //! template has no tool support of its own, and the parser that turns a
 //! response back into free text plus typed calls.
 
-use crate::{CallFormat, Envelope, ToolDef};
+use crate::bare::{head_match, strip_leniently, BareForm, HeadMatch};
+use crate::{CallFormat, CallStreamParser, Envelope, ToolDef};
 use serde_json::{json, Value};
+use std::sync::Arc;
 
 /// One parsed call: the tool's name and its arguments as canonical JSON
 /// (compact, keys sorted), so equal calls are equal strings.
@@ -39,11 +41,95 @@ pub struct CallParseError(pub String);
 
 /// Split `text` into free text and the calls written in `format`'s envelope.
 /// Each call's JSON is read as JSON, so a string argument may contain the
-/// envelope's closing text.
+/// envelope's closing text. Bare calls are not read: see [`CallSyntax`].
 pub fn parse_response(text: &str, format: CallFormat) -> Result<ParsedResponse, CallParseError> {
+    CallSyntax::new(format).parse(text)
+}
+
+/// How calls appear in one response's text: the template's envelope and, in
+/// `auto` mode, the family's bare forms (calls to the allowed names only, at
+/// the reply's start and after a bare call; see [`crate::bare`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CallSyntax {
+    format: CallFormat,
+    /// Names a bare call may use; empty = bare calls are text.
+    bare_names: Arc<[String]>,
+}
+
+impl CallSyntax {
+    /// Calls in `format`'s envelope only.
+    pub fn new(format: CallFormat) -> Self {
+        Self {
+            format,
+            bare_names: Arc::from(Vec::new()),
+        }
+    }
+
+    /// Bare calls to `names` are calls too.
+    pub fn with_bare_calls(self, names: impl IntoIterator<Item = String>) -> Self {
+        Self {
+            bare_names: names.into_iter().collect(),
+            ..self
+        }
+    }
+
+    /// The envelope's family.
+    pub fn format(&self) -> CallFormat {
+        self.format
+    }
+
+    /// The bare forms in effect and the names they may call (none outside `auto`).
+    pub(crate) fn bare(&self) -> (Vec<BareForm>, &[String]) {
+        match self.bare_names.is_empty() {
+            true => (Vec::new(), &[]),
+            false => (BareForm::of(self.format), &self.bare_names),
+        }
+    }
+
+    /// A streaming parser for responses in this syntax that start after `prefill`.
+    pub fn stream_parser(&self, prefill: &str) -> CallStreamParser {
+        CallStreamParser::with_syntax(self).prefilled(prefill)
+    }
+
+    /// Split `text` into free text and calls (see [`parse_response`]).
+    pub fn parse(&self, text: &str) -> Result<ParsedResponse, CallParseError> {
+        let mut parsed = ParsedResponse::default();
+        let rest = self.parse_bare_calls(text, &mut parsed)?;
+        parse_enveloped(rest, self.format, parsed)
+    }
+
+    /// The bare calls `text` starts with, into `parsed`; the text after them.
+    fn parse_bare_calls<'t>(&self, text: &'t str, parsed: &mut ParsedResponse) -> Result<&'t str, CallParseError> {
+        let (forms, names) = self.bare();
+        let mut rest = text;
+        while let HeadMatch::Call { form, name, args_at } = head_match(&forms, names, rest) {
+            let body = &rest[args_at..];
+            let mut values = serde_json::Deserializer::from_str(body).into_iter::<Value>();
+            let arguments = match values.next() {
+                Some(Ok(value)) => value,
+                Some(Err(error)) => return Err(CallParseError(format!("{error} in {body:?}"))),
+                None => return Err(CallParseError(format!("the call to `{name}` has no arguments"))),
+            };
+            let call_end = &forms[form as usize - 1].pieces.call_end;
+            rest = strip_leniently(&body[values.byte_offset()..], call_end)
+                .ok_or_else(|| CallParseError(format!("the bare call to `{name}` is not closed")))?;
+            parsed.calls.push(ToolCall {
+                name,
+                arguments: arguments.to_string(),
+            });
+        }
+        Ok(rest)
+    }
+}
+
+/// `text`'s calls in `format`'s envelope, after those already in `parsed`.
+fn parse_enveloped(
+    text: &str,
+    format: CallFormat,
+    mut parsed: ParsedResponse,
+) -> Result<ParsedResponse, CallParseError> {
     let envelope = Envelope::new(format);
     let opener = envelope.opener_text();
-    let mut parsed = ParsedResponse::default();
     let mut content = String::new();
     let mut rest = text;
     while let Some(start) = rest.find(opener) {

@@ -5,7 +5,9 @@
 //! concatenated pieces equal what [`parse_response`](crate::parse_response)
 //! finds in the whole text (arguments as written, not yet canonical).
 
-use crate::{CallFormat, Envelope};
+use crate::bare::{head_match, BareForm, HeadMatch};
+use crate::{CallFormat, CallSyntax, Envelope};
+use std::sync::Arc;
 
 /// One piece of a streamed response.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -55,11 +57,23 @@ pub struct CallStreamParser {
     pending: String,
     name: String,
     calls: usize,
+    /// The bare forms in effect and the names they may call.
+    bare_forms: Vec<BareForm>,
+    bare_names: Arc<[String]>,
+    /// Whether a bare call may start here (the reply's start).
+    bare_here: bool,
 }
 
 impl CallStreamParser {
-    /// A parser for responses in `format`'s envelope.
+    /// A parser for responses in `format`'s envelope (no bare calls).
     pub fn new(format: CallFormat) -> Self {
+        Self::with_syntax(&CallSyntax::new(format))
+    }
+
+    /// A parser for responses in `syntax` (bare calls included).
+    pub(crate) fn with_syntax(syntax: &CallSyntax) -> Self {
+        let format = syntax.format();
+        let (bare_forms, names) = syntax.bare();
         // The automaton's opener exactly (`{"name":"x"` without the space is free text).
         let opener = Envelope::new(format).opener_text().to_string();
         Self {
@@ -73,16 +87,23 @@ impl CallStreamParser {
             pending: String::new(),
             name: String::new(),
             calls: 0,
+            bare_here: !bare_forms.is_empty(),
+            bare_forms,
+            bare_names: names.into(),
         }
     }
 
     /// A parser that starts inside a call's envelope (the response's start
     /// was prefilled): `prefill` is that text, as the prompt ended with it.
     pub fn after_prefill(format: CallFormat, prefill: &str) -> Self {
-        let mut parser = Self::new(format);
+        Self::new(format).prefilled(prefill)
+    }
+
+    /// This parser, past `prefill` (the start of a required call, or nothing).
+    pub fn prefilled(mut self, prefill: &str) -> Self {
         // The prefill holds the opener; its pieces are envelope, never content.
-        let _ = parser.push(prefill);
-        parser
+        let _ = self.push(prefill);
+        self
     }
 
     /// Calls started so far.
@@ -110,11 +131,37 @@ impl CallStreamParser {
     /// Consume what can be consumed of `pending`; false when more text is needed.
     fn step(&mut self, pieces: &mut Vec<StreamPiece>) -> bool {
         match self.at {
+            At::Text if self.bare_here => self.bare_head(pieces),
             At::Text => self.text(pieces),
             At::BeforeName | At::AfterCall => self.find_name(),
             At::Name => self.name(pieces),
             At::BeforeArguments => self.find_arguments(),
             At::Arguments { .. } => self.arguments(pieces),
+        }
+    }
+
+    /// At the reply's start: hold the text while it may be a bare call's head.
+    fn bare_head(&mut self, pieces: &mut Vec<StreamPiece>) -> bool {
+        match head_match(&self.bare_forms, &self.bare_names, &self.pending) {
+            HeadMatch::Partial => false,
+            HeadMatch::No => {
+                self.bare_here = false;
+                true
+            }
+            HeadMatch::Call { name, args_at, .. } => {
+                pieces.push(StreamPiece::CallStart {
+                    index: self.calls,
+                    name,
+                });
+                self.calls += 1;
+                self.pending.drain(..args_at);
+                self.at = At::Arguments {
+                    depth: 0,
+                    in_string: false,
+                    escaped: false,
+                };
+                true
+            }
         }
     }
 

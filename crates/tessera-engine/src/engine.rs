@@ -13,7 +13,7 @@ use crate::{
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Instant;
-use tessera_constrain::{parse_response, Vocabulary};
+use tessera_constrain::{CallSyntax, Vocabulary};
 use tessera_kv::BlockPool;
 use tessera_model::{KvCache, Logits, LogitsFor, Model, Tokenizer};
 use tokio::sync::{mpsc, oneshot};
@@ -286,7 +286,10 @@ impl Engine {
             }
         };
         // A response cut by max_tokens may end inside a call: parse what is complete.
-        let parsed = parse_response(&text, matcher.envelope().format()).unwrap_or_else(|error| {
+        let syntax = matcher
+            .call_syntax()
+            .unwrap_or_else(|| CallSyntax::new(matcher.envelope().format()));
+        let parsed = syntax.parse(&text).unwrap_or_else(|error| {
             tracing::debug!(%error, "an unfinished call is left as text");
             tessera_constrain::ParsedResponse {
                 content: text.clone(),

@@ -11,7 +11,7 @@ use crate::sessions::SessionPins;
 use crate::{persist, Completion, EngineConfig, EngineError, EngineMetrics, Event, GenerateRequest};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
-use tessera_constrain::{CallFormat, Envelope, ToolCallMatcher};
+use tessera_constrain::{CallFormat, CallSyntax, Envelope, ToolCallMatcher};
 use tessera_kv::{BlockPool, SeqId};
 use tessera_model::{ChatTemplate, LoadedModel, ModelConfig, Tokenizer};
 use tessera_sample::Sampler;
@@ -127,6 +127,7 @@ impl EngineHandle {
         }
         let id = SeqId(self.shared.next_id.fetch_add(1, Ordering::Relaxed));
         let prefill = matcher.as_ref().map(|m| m.prefill().to_string()).unwrap_or_default();
+        let call_syntax = matcher.as_ref().and_then(|m| m.call_syntax());
         let (events, receiver) = mpsc::unbounded_channel();
         let active = Active::new(id, request, sampler, matcher, events);
         if self.commands.send(Command::Submit(Box::new(active))).is_err() {
@@ -137,6 +138,7 @@ impl EngineHandle {
             id,
             events: receiver,
             prefill,
+            call_syntax,
         })
     }
 
@@ -284,6 +286,7 @@ pub struct EventStream {
     id: SeqId,
     events: mpsc::UnboundedReceiver<Event>,
     prefill: String,
+    call_syntax: Option<CallSyntax>,
 }
 
 /// A finished request, collected.
@@ -307,6 +310,12 @@ impl EventStream {
     /// (a required call's opener and name prefix); the streamed text follows it.
     pub fn prefill(&self) -> &str {
         &self.prefill
+    }
+
+    /// How the response's text holds tool calls (`None` when it cannot hold
+    /// any): stream it through `call_syntax.stream_parser(prefill)`.
+    pub fn call_syntax(&self) -> Option<&CallSyntax> {
+        self.call_syntax.as_ref()
     }
 
     /// The next event; `None` after the last one.

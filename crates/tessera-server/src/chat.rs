@@ -7,7 +7,7 @@ use crate::prompt::{chat_messages, tool_defs};
 use crate::AppState;
 use serde_json::json;
 use std::sync::Arc;
-use tessera_constrain::{CallFormat, CallMode, CompiledTools, ToolChoice, ToolDef};
+use tessera_constrain::{CallMode, CompiledTools, ToolChoice, ToolDef};
 use tessera_engine::{GenerateRequest, ToolConstraint};
 use tessera_sample::SamplingParams;
 
@@ -22,8 +22,6 @@ pub struct Job {
     pub include_usage: bool,
     /// Stop strings (the engine stops on them; the answer is cut before them).
     pub stops: Vec<String>,
-    /// The call format when the answer may hold tool calls.
-    pub call_format: Option<CallFormat>,
     /// The model id to echo.
     pub model: String,
 }
@@ -52,11 +50,6 @@ pub fn chat_job(state: &AppState, body: ChatRequest, session: Option<String>) ->
         Some(_) => Vec::new(),
         None => stop_strings(body.stop)?,
     };
-    // In `none` mode no call can complete: everything is content.
-    let call_format = tools
-        .as_ref()
-        .filter(|t| t.choice.mode != CallMode::None)
-        .map(|_| format);
     let request = GenerateRequest {
         sampling: sampling(state, body.temperature, body.top_p, body.seed),
         stop_strings: stops.clone(),
@@ -70,7 +63,6 @@ pub fn chat_job(state: &AppState, body: ChatRequest, session: Option<String>) ->
         stream: body.stream.unwrap_or(false),
         include_usage: include_usage(body.stream_options.as_ref()),
         stops,
-        call_format,
         model: body.model.unwrap_or_else(|| state.config.model_name.clone()),
     })
 }

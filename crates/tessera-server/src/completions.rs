@@ -81,7 +81,6 @@ pub fn completion_job(state: &AppState, body: CompletionRequest, session: Option
         stream: body.stream.unwrap_or(false),
         include_usage: include_usage(body.stream_options.as_ref()),
         stops,
-        call_format: None,
         model: body.model.unwrap_or_else(|| state.config.model_name.clone()),
     })
 }

@@ -2,7 +2,7 @@
 //! strings cut (held back while a stop string may still be forming), and tool
 //! calls piece by piece (name, then argument text), with stable call ids.
 
-use tessera_constrain::{CallFormat, CallStreamParser, StreamPiece};
+use tessera_constrain::{CallStreamParser, StreamPiece};
 
 /// One piece of the answer.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -93,11 +93,11 @@ pub struct Pipeline {
 }
 
 impl Pipeline {
-    /// `format` when the response may hold tool calls (its prefilled start in
-    /// `prefill`); `stops` cut the free text; call ids are `call_{id_base}_{index}`.
-    pub fn new(format: Option<CallFormat>, prefill: &str, stops: Vec<String>, id_base: &str) -> Self {
+    /// `calls` parses the response's tool calls when it may hold any; `stops`
+    /// cut the free text; call ids are `call_{id_base}_{index}`.
+    pub fn new(calls: Option<CallStreamParser>, stops: Vec<String>, id_base: &str) -> Self {
         Self {
-            calls: format.map(|format| CallStreamParser::after_prefill(format, prefill)),
+            calls,
             stop: StopScanner::new(stops),
             id_base: id_base.to_string(),
         }
@@ -163,6 +163,7 @@ impl Pipeline {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use tessera_constrain::CallFormat;
 
     fn run(scanner: &mut StopScanner, chunks: &[&str]) -> String {
         let mut out: String = chunks.iter().map(|c| scanner.push(c)).collect();
@@ -186,7 +187,11 @@ mod tests {
 
     #[test]
     fn calls_get_ids_and_content_stops() {
-        let mut pipeline = Pipeline::new(Some(CallFormat::Hermes), "", vec!["STOP".into()], "7");
+        let mut pipeline = Pipeline::new(
+            Some(CallStreamParser::new(CallFormat::Hermes)),
+            vec!["STOP".into()],
+            "7",
+        );
         let mut deltas =
             pipeline.push("Hi <tool_call>\n{\"name\": \"f\", \"arguments\": {\"a\": \"STOP\"}}\n</tool_call>");
         deltas.extend(pipeline.finish());

@@ -59,7 +59,11 @@ pub async fn answer(state: &AppState, job: Job, shape: Shape) -> Response {
         Ok(events) => events,
         Err(error) => return prompt_param(ApiError::from(error), shape).into_response(),
     };
-    let pipeline = Pipeline::new(job.call_format, events.prefill(), job.stops, &base);
+    // The engine says how calls appear (none in `none` mode): bare calls in `auto` too.
+    let calls = events
+        .call_syntax()
+        .map(|syntax| syntax.stream_parser(events.prefill()));
+    let pipeline = Pipeline::new(calls, job.stops, &base);
     if job.stream {
         stream(header, events, pipeline).into_response()
     } else {
