@@ -23,7 +23,14 @@ pub fn active_path() -> &'static str {
     }
 }
 
+/// Whether the AVX-512 builds run: the AVX2 ones do, and the kernels' path is
+/// AVX-512 (`TESSERA_KERNELS=avx2` turns both off).
 #[inline]
+pub(crate) fn use_avx512() -> bool {
+    use_avx2() && tessera_kernels::Path::detect() == tessera_kernels::Path::Avx512Vnni
+}
+
+/// Whether the AVX2 kernels run (the CPU has AVX2, FMA and F16C, and the portable path is not forced).
 pub(crate) fn use_avx2() -> bool {
     #[cfg(target_arch = "x86_64")]
     {
@@ -218,30 +225,35 @@ pub(crate) mod avx2 {
         }};
     }
 
-    /// `y += Σ alphas[i]·rows[i]`: for 64-wide rows (the usual head size) `y`
-    /// stays in eight registers across the rows instead of a load and a store
-    /// per row; each element still takes one `fma(alpha, x, y)` per row in
-    /// order, so results equal one `axpy` per row.
+    /// `y += Σ alphas[i]·rows[i]`: for rows a multiple of 64 wide (the usual
+    /// head sizes) each 64-wide panel of `y` stays in eight registers across
+    /// the rows instead of a load and a store per row; each element still
+    /// takes one `fma(alpha, x, y)` per row in order, so results equal one
+    /// `axpy` per row.
     macro_rules! axpy_rows_body {
         ($y:expr, $alphas:expr, $rows:expr, $load:ident, $any_width:ident) => {{
-            const WIDTH: usize = 64;
-            if $y.len() != WIDTH {
-                // Out of line, so the 64-wide loop stays small enough to inline.
+            const PANEL: usize = 64;
+            let width = $y.len();
+            if width == 0 || width % PANEL != 0 {
+                // Out of line, so the panel loop stays small enough to inline.
                 return $any_width($y, $alphas, $rows);
             }
-            let py = $y.as_mut_ptr();
-            let mut acc = [_mm256_setzero_ps(); WIDTH / 8];
-            for (k, lanes) in acc.iter_mut().enumerate() {
-                *lanes = _mm256_loadu_ps(py.add(8 * k));
-            }
-            for (alpha, row) in $alphas.iter().zip($rows.chunks_exact(WIDTH)) {
-                let va = _mm256_set1_ps(*alpha);
+            for panel in (0..width).step_by(PANEL) {
+                let py = $y.as_mut_ptr().add(panel);
+                let mut acc = [_mm256_setzero_ps(); PANEL / 8];
                 for (k, lanes) in acc.iter_mut().enumerate() {
-                    *lanes = _mm256_fmadd_ps(va, $load(row.as_ptr().add(8 * k)), *lanes);
+                    *lanes = _mm256_loadu_ps(py.add(8 * k));
                 }
-            }
-            for (k, lanes) in acc.iter().enumerate() {
-                _mm256_storeu_ps(py.add(8 * k), *lanes);
+                for (alpha, row) in $alphas.iter().zip($rows.chunks_exact(width)) {
+                    let va = _mm256_set1_ps(*alpha);
+                    let px = row.as_ptr().add(panel);
+                    for (k, lanes) in acc.iter_mut().enumerate() {
+                        *lanes = _mm256_fmadd_ps(va, $load(px.add(8 * k)), *lanes);
+                    }
+                }
+                for (k, lanes) in acc.iter().enumerate() {
+                    _mm256_storeu_ps(py.add(8 * k), *lanes);
+                }
             }
         }};
     }
@@ -291,7 +303,7 @@ pub(crate) mod avx2 {
         axpy_rows_body!(y, alphas, rows, load_f16, axpy_rows_any_width_f16)
     }
 
-    /// [`axpy_rows`] for rows not 64 wide: one [`axpy`] per row.
+    /// [`axpy_rows`] for rows not a multiple of 64 wide: one [`axpy`] per row.
     #[target_feature(enable = "avx2,fma,f16c")]
     #[inline(never)]
     unsafe fn axpy_rows_any_width(y: &mut [f32], alphas: &[f32], rows: &[f32]) {
@@ -300,7 +312,7 @@ pub(crate) mod avx2 {
         }
     }
 
-    /// [`axpy_rows_f16`] for rows not 64 wide.
+    /// [`axpy_rows_f16`] for rows not a multiple of 64 wide.
     #[target_feature(enable = "avx2,fma,f16c")]
     #[inline(never)]
     unsafe fn axpy_rows_any_width_f16(y: &mut [f32], alphas: &[f32], rows: &[f16]) {

@@ -26,10 +26,10 @@ use tessera_kv::BlockId;
 /// rows; `$keys` and `$values` are one layer's pools). The
 /// weights of a tile are computed first, then accumulated in one call (with
 /// no `exp` call in between, a 64-wide accumulator stays in registers). The
-/// running max sits in front of the scores, so one `$exp` call also yields
-/// the rescale factor of what was accumulated so far.
+/// rescale factor of what was accumulated so far, `exp(old max − new max)`, is
+/// 1 unless the tile raised the max (`$max`: a tile's largest score).
 macro_rules! attend_body {
-    ($scores:expr, $exp:expr, $axpy_rows:expr, $scale:expr, $layout:expr, $blocks:expr, $item:expr, $heads_q:expr, $keys:expr, $values:expr, $partial:expr) => {{
+    ($scores:expr, $max:expr, $exp:expr, $axpy_rows:expr, $scale:expr, $layout:expr, $blocks:expr, $item:expr, $heads_q:expr, $keys:expr, $values:expr, $partial:expr) => {{
         let (layout, item, partial): (KvLayout, WorkItem, &mut [f32]) = ($layout, $item, $partial);
         let dim = layout.head_dim;
         let bs = layout.block_size;
@@ -37,38 +37,41 @@ macro_rules! attend_body {
         for state in partial.chunks_exact_mut(dim + 2) {
             state[0] = f32::NEG_INFINITY;
         }
-        // [previous max, scores of the tile]; [rescale, weights of the tile].
-        let mut scores = [0f32; 65];
-        let mut weights = [0f32; 65];
+        let mut scores = [0f32; 64];
+        let mut weights = [0f32; 64];
         let (mut key, end) = item.keys;
         while key < end {
             let block = $blocks[key / bs];
             let first_slot = key % bs;
-            let slots = (bs - first_slot).min(end - key).min(scores.len() - 1);
+            let slots = (bs - first_slot).min(end - key).min(scores.len());
             let tile = layout.tile_offset(block, item.kv_head) + first_slot * dim;
             let k_tile = &$keys[tile..tile + slots * dim];
             let v_tile = &$values[tile..tile + slots * dim];
             for (g, state) in partial.chunks_exact_mut(dim + 2).enumerate() {
                 let q_head = &$heads_q[g * dim..(g + 1) * dim];
                 // SAFETY: the AVX2 build runs only where AVX2, FMA and F16C exist.
-                unsafe { $scores(q_head, k_tile, $scale, &mut scores[1..=slots]) };
-                let tile_max = scores[1..=slots].iter().fold(f32::NEG_INFINITY, |max, &s| max.max(s));
+                unsafe { $scores(q_head, k_tile, $scale, &mut scores[..slots]) };
+                // SAFETY: as above.
+                let tile_max = unsafe { $max(&scores[..slots]) };
                 let (head, acc) = state.split_at_mut(2);
                 let new_max = head[0].max(tile_max);
-                scores[0] = head[0];
                 // SAFETY: as above.
-                unsafe { $exp(&scores[..=slots], new_max, &mut weights[..=slots]) };
-                let rescale = weights[0];
+                unsafe { $exp(&scores[..slots], new_max, &mut weights[..slots]) };
+                // `exp(0) = 1`: most tiles leave the running max where it was.
+                let rescale = match head[0] == new_max {
+                    true => 1.0,
+                    false => (head[0] - new_max).exp(),
+                };
                 if rescale != 1.0 {
                     head[1] *= rescale;
                     simd::scale(acc, rescale);
                 }
                 head[0] = new_max;
-                for weight in &weights[1..=slots] {
+                for weight in &weights[..slots] {
                     head[1] += weight;
                 }
                 // SAFETY: as above.
-                unsafe { $axpy_rows(acc, &weights[1..=slots], v_tile) };
+                unsafe { $axpy_rows(acc, &weights[..slots], v_tile) };
             }
             key += slots;
         }
@@ -80,7 +83,7 @@ macro_rules! attend_body {
 /// (`$attr`: the build's attributes; the primitives inline where it enables
 /// their target features, and each build stays small enough for them to).
 macro_rules! attend_fn {
-    ($(#[$attr:meta])* $name:ident, $elem:ty, $scores:path, $exp:path, $axpy_rows:path) => {
+    ($(#[$attr:meta])* $name:ident, $elem:ty, $scores:path, $max:path, $exp:path, $axpy_rows:path) => {
         $(#[$attr])*
         #[allow(unused_unsafe, clippy::too_many_arguments)] // the portable builds' primitives are safe
         unsafe fn $name(
@@ -93,7 +96,7 @@ macro_rules! attend_fn {
             values: &[$elem],
             partial: &mut [f32],
         ) {
-            attend_body!($scores, $exp, $axpy_rows, scale, layout, blocks, item, heads_q, keys, values, partial)
+            attend_body!($scores, $max, $exp, $axpy_rows, scale, layout, blocks, item, heads_q, keys, values, partial)
         }
     };
 }
@@ -102,18 +105,47 @@ attend_fn!(
     attend_f16,
     f16,
     tile::scaled_dots_f16,
+    tile::max,
     tile::exp_shifted,
     simd::axpy_rows_f16
 );
-attend_fn!(attend_f32, f32, tile::scaled_dots, tile::exp_shifted, simd::axpy_rows);
+attend_fn!(
+    attend_f32,
+    f32,
+    tile::scaled_dots,
+    tile::max,
+    tile::exp_shifted,
+    simd::axpy_rows
+);
 attend_fn!(
     #[cfg(target_arch = "x86_64")]
     #[target_feature(enable = "avx2,fma,f16c")]
     attend_f16_avx2,
     f16,
     tile::avx2::scaled_dots_f16,
+    tile::avx2::max,
     tile::avx2::exp_shifted,
     simd::avx2::axpy_rows_f16
+);
+attend_fn!(
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx2,fma,f16c,avx512f")]
+    attend_f16_avx512,
+    f16,
+    tile::avx2::scaled_dots_f16,
+    tile::avx2::max,
+    tile::avx512::exp_shifted,
+    simd::avx2::axpy_rows_f16
+);
+attend_fn!(
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx2,fma,f16c,avx512f")]
+    attend_f32_avx512,
+    f32,
+    tile::avx2::scaled_dots,
+    tile::avx2::max,
+    tile::avx512::exp_shifted,
+    simd::avx2::axpy_rows
 );
 attend_fn!(
     #[cfg(target_arch = "x86_64")]
@@ -121,6 +153,7 @@ attend_fn!(
     attend_f32_avx2,
     f32,
     tile::avx2::scaled_dots,
+    tile::avx2::max,
     tile::avx2::exp_shifted,
     simd::avx2::axpy_rows
 );
@@ -237,11 +270,20 @@ fn attend_range(
     partial: &mut [f32],
 ) {
     #[cfg(target_arch = "x86_64")]
-    let avx2 = simd::use_avx2();
-    // SAFETY: the AVX2 builds run only where AVX2, FMA and F16C exist (checked);
-    // the portable builds have no requirement.
+    let (avx2, avx512) = (simd::use_avx2(), simd::use_avx512());
+    // SAFETY: the AVX2 builds run only where AVX2, FMA and F16C exist, the
+    // AVX-512 builds only where AVX-512 F does too (checked); the portable
+    // builds have no requirement.
     unsafe {
         match kv {
+            #[cfg(target_arch = "x86_64")]
+            LayerKv::F16 { keys, values } if avx512 => {
+                attend_f16_avx512(scale, layout, blocks, item, heads_q, keys, values, partial)
+            }
+            #[cfg(target_arch = "x86_64")]
+            LayerKv::F32 { keys, values } if avx512 => {
+                attend_f32_avx512(scale, layout, blocks, item, heads_q, keys, values, partial)
+            }
             #[cfg(target_arch = "x86_64")]
             LayerKv::F16 { keys, values } if avx2 => {
                 attend_f16_avx2(scale, layout, blocks, item, heads_q, keys, values, partial)

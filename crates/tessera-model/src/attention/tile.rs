@@ -34,6 +34,11 @@ pub(super) fn scaled_dots_f16(q: &[f32], keys: &[f16], scale: f32, out: &mut [f3
     }
 }
 
+/// The largest of `x` (−∞ when empty; scores are never NaN).
+pub(super) fn max(x: &[f32]) -> f32 {
+    x.iter().fold(f32::NEG_INFINITY, |max, &s| max.max(s))
+}
+
 /// `out[i] = exp(x[i] − shift)`.
 pub(super) fn exp_shifted(x: &[f32], shift: f32, out: &mut [f32]) {
     for (weight, value) in out.iter_mut().zip(x) {
@@ -130,21 +135,40 @@ pub(super) mod avx2 {
         scaled_dots_body!(q, keys, scale, out, load_f16, crate::simd::avx2::dot_f16)
     }
 
+    /// See [`super::max`]: eight lanes at a time (a maximum does not depend on
+    /// the order; without NaN, `maxps` agrees with `f32::max` up to the sign of
+    /// a zero, which `x − max` does not see). Safety: the CPU has AVX2.
+    #[target_feature(enable = "avx2,fma,f16c")]
+    #[inline]
+    pub unsafe fn max(x: &[f32]) -> f32 {
+        let whole = x.len() / 8 * 8;
+        let mut lanes = _mm256_set1_ps(f32::NEG_INFINITY);
+        let mut i = 0;
+        while i < whole {
+            lanes = _mm256_max_ps(lanes, _mm256_loadu_ps(x.as_ptr().add(i)));
+            i += 8;
+        }
+        let half = _mm_max_ps(_mm256_castps256_ps128(lanes), _mm256_extractf128_ps::<1>(lanes));
+        let half = _mm_max_ps(half, _mm_movehl_ps(half, half));
+        let best = _mm_cvtss_f32(_mm_max_ss(half, _mm_shuffle_ps::<1>(half, half)));
+        x[whole..].iter().fold(best, |max, &s| max.max(s))
+    }
+
     /// 32/ln 2, 1.5·2^52 (rounds to an integer by addition) and the polynomial
     /// of 2^(r/32) − 1 in r, as glibc's `__exp2f_data` holds them.
-    const INV_LN2_N: f64 = f64::from_bits(0x4047_1547_652b_82fe);
-    const SHIFT: f64 = f64::from_bits(0x4338_0000_0000_0000);
-    const C0: f64 = f64::from_bits(0x3ebc_6af8_4b91_2394);
-    const C1: f64 = f64::from_bits(0x3f2e_bfce_50fa_c4f3);
-    const C2: f64 = f64::from_bits(0x3f96_2e42_ff0c_52d6);
+    pub(super) const INV_LN2_N: f64 = f64::from_bits(0x4047_1547_652b_82fe);
+    pub(super) const SHIFT: f64 = f64::from_bits(0x4338_0000_0000_0000);
+    pub(super) const C0: f64 = f64::from_bits(0x3ebc_6af8_4b91_2394);
+    pub(super) const C1: f64 = f64::from_bits(0x3f2e_bfce_50fa_c4f3);
+    pub(super) const C2: f64 = f64::from_bits(0x3f96_2e42_ff0c_52d6);
 
     /// glibc's `expf` outside its main path: +0 below −0x1.9fe368p6 (≈ −103.97),
     /// the smallest subnormal below −0x1.9d1d9ep6 (≈ −103.28), and above
     /// 0x1.62e42ep6 (≈ 88.72) overflow; between them the main path (which
     /// the vector code computes the same way).
-    const ZERO_BELOW: f32 = f32::from_bits(0xc2cf_f1b4);
-    const TINY_BELOW: f32 = f32::from_bits(0xc2ce_8ecf);
-    const MAIN_ABOVE: f32 = f32::from_bits(0x42b1_7217);
+    pub(super) const ZERO_BELOW: f32 = f32::from_bits(0xc2cf_f1b4);
+    pub(super) const TINY_BELOW: f32 = f32::from_bits(0xc2ce_8ecf);
+    pub(super) const MAIN_ABOVE: f32 = f32::from_bits(0x42b1_7217);
 
     /// `bits(2^(i/32)) − (i << 47)`: adding `k << 47` to entry `k % 32` gives 2^(k/32).
     pub(super) fn table() -> &'static [u64; 32] {
@@ -206,6 +230,94 @@ pub(super) mod avx2 {
                 padded[..lanes].copy_from_slice(&x[i..i + lanes]);
                 let (e, rest) = exp_group(_mm_sub_ps(_mm_loadu_ps(padded.as_ptr()), minus), table);
                 _mm_storeu_ps(padded.as_mut_ptr(), e);
+                out[i..i + lanes].copy_from_slice(&padded[..lanes]);
+                rest
+            };
+            // Overflow and NaN (never in a softmax): ask libm.
+            for lane in (0..lanes).filter(|lane| rest & (1 << lane) != 0) {
+                out[i + lane] = (x[i + lane] - shift).exp();
+            }
+            i += lanes;
+        }
+    }
+}
+
+/// The AVX-512 build of `exp` (CPUs on Tessera's AVX-512 kernel path): eight
+/// lanes per double-precision vector instead of four, the table read by two
+/// in-register permutes instead of a gather. The same operations in the same
+/// order as [`avx2::exp_shifted`], so the same bits (glibc's `expf`).
+#[cfg(target_arch = "x86_64")]
+pub(super) mod avx512 {
+    use super::avx2::{table, C0, C1, C2, INV_LN2_N, MAIN_ABOVE, SHIFT, TINY_BELOW, ZERO_BELOW};
+    use std::arch::x86_64::*;
+
+    /// The 32-entry table in four registers.
+    #[derive(Clone, Copy)]
+    struct Table([__m512i; 4]);
+
+    #[target_feature(enable = "avx2,fma,f16c,avx512f")]
+    #[inline]
+    unsafe fn load_table() -> Table {
+        let entries = table().as_ptr();
+        Table(std::array::from_fn(|i| _mm512_loadu_si512(entries.add(8 * i).cast())))
+    }
+
+    /// `exp` of eight floats widened to doubles: glibc's main path, rounded to float.
+    #[target_feature(enable = "avx2,fma,f16c,avx512f")]
+    #[inline]
+    unsafe fn exp8(x: __m256, table: Table) -> __m256 {
+        let xd = _mm512_cvtps_pd(x);
+        let inv_ln2_n = _mm512_set1_pd(INV_LN2_N);
+        let shift = _mm512_set1_pd(SHIFT);
+        let shifted = _mm512_fmadd_pd(inv_ln2_n, xd, shift);
+        let k = _mm512_castpd_si512(shifted);
+        let kd = _mm512_sub_pd(shifted, shift);
+        let r = _mm512_fmsub_pd(inv_ln2_n, xd, kd);
+        let z = _mm512_fmadd_pd(r, _mm512_set1_pd(C0), _mm512_set1_pd(C1));
+        let r2 = _mm512_mul_pd(r, r);
+        let y = _mm512_fmadd_pd(r, _mm512_set1_pd(C2), _mm512_set1_pd(1.0));
+        let y = _mm512_fmadd_pd(z, r2, y);
+        // Entry k % 32: bits 0–3 pick within a half, bit 4 picks the half.
+        let index = _mm512_and_si512(k, _mm512_set1_epi64(31));
+        let low = _mm512_permutex2var_epi64(table.0[0], index, table.0[1]);
+        let high = _mm512_permutex2var_epi64(table.0[2], index, table.0[3]);
+        let upper = _mm512_test_epi64_mask(index, _mm512_set1_epi64(16));
+        let entry = _mm512_mask_blend_epi64(upper, low, high);
+        let s = _mm512_castsi512_pd(_mm512_add_epi64(entry, _mm512_slli_epi64::<47>(k)));
+        _mm512_cvtpd_ps(_mm512_mul_pd(y, s))
+    }
+
+    /// `exp` of eight floats as glibc answers it (see `avx2::exp_group`).
+    #[target_feature(enable = "avx2,fma,f16c,avx512f")]
+    #[inline]
+    unsafe fn exp_group(v: __m256, table: Table) -> (__m256, i32) {
+        let below_tiny = _mm256_cmp_ps::<_CMP_LT_OS>(v, _mm256_set1_ps(TINY_BELOW));
+        let e = _mm256_blendv_ps(exp8(v, table), _mm256_set1_ps(f32::from_bits(1)), below_tiny);
+        let e = _mm256_andnot_ps(_mm256_cmp_ps::<_CMP_LT_OS>(v, _mm256_set1_ps(ZERO_BELOW)), e);
+        let rest = !_mm256_movemask_ps(_mm256_cmp_ps::<_CMP_LE_OS>(v, _mm256_set1_ps(MAIN_ABOVE))) & 0xff;
+        (e, rest)
+    }
+
+    /// See [`super::exp_shifted`]. Safety: the CPU has AVX2, FMA, F16C and AVX-512 F.
+    #[target_feature(enable = "avx2,fma,f16c,avx512f")]
+    #[inline]
+    pub unsafe fn exp_shifted(x: &[f32], shift: f32, out: &mut [f32]) {
+        let n = x.len().min(out.len());
+        let table = load_table();
+        let minus = _mm256_set1_ps(shift);
+        let mut i = 0;
+        while i < n {
+            let lanes = (n - i).min(8);
+            let rest = if lanes == 8 {
+                let (e, rest) = exp_group(_mm256_sub_ps(_mm256_loadu_ps(x.as_ptr().add(i)), minus), table);
+                _mm256_storeu_ps(out.as_mut_ptr().add(i), e);
+                rest
+            } else {
+                // A short last group runs on a padded copy.
+                let mut padded = [0f32; 8];
+                padded[..lanes].copy_from_slice(&x[i..i + lanes]);
+                let (e, rest) = exp_group(_mm256_sub_ps(_mm256_loadu_ps(padded.as_ptr()), minus), table);
+                _mm256_storeu_ps(padded.as_mut_ptr(), e);
                 out[i..i + lanes].copy_from_slice(&padded[..lanes]);
                 rest
             };

@@ -15,6 +15,22 @@ fn avx2_available() -> bool {
     }
 }
 
+fn avx512_available() -> bool {
+    avx2_available() && is_x86_feature_detected!("avx512f")
+}
+
+/// `got[i]` is glibc's `expf(x[i] − shift)`, bit for bit.
+#[cfg(target_env = "gnu")]
+fn assert_glibc_exp(x: &[f32], shift: f32, got: &[f32], build: &str) {
+    for (x, y) in x.iter().zip(got) {
+        let want = (x - shift).exp();
+        assert!(
+            want.to_bits() == y.to_bits() || (want.is_nan() && y.is_nan()),
+            "{build}: exp({x} - {shift}): {y:e} vs glibc {want:e}"
+        );
+    }
+}
+
 #[test]
 fn batched_scores_equal_one_dot_per_key_bit_for_bit() {
     if !avx2_available() {
@@ -78,12 +94,11 @@ fn vector_exp_equals_glibc_expf_bit_for_bit() {
         for shift in [0.0f32, -7.25] {
             // SAFETY: AVX2, FMA and F16C are present (checked above).
             unsafe { avx2::exp_shifted(&chunk, shift, &mut got[..chunk.len()]) };
-            for (x, y) in chunk.iter().zip(&got) {
-                let want = (x - shift).exp();
-                assert!(
-                    want.to_bits() == y.to_bits() || (want.is_nan() && y.is_nan()),
-                    "exp({x} - {shift}): {y:e} vs glibc {want:e}"
-                );
+            assert_glibc_exp(&chunk, shift, &got, "avx2");
+            if avx512_available() {
+                // SAFETY: AVX-512 F is present too (checked).
+                unsafe { avx512::exp_shifted(&chunk, shift, &mut got[..chunk.len()]) };
+                assert_glibc_exp(&chunk, shift, &got, "avx512");
             }
         }
     }
