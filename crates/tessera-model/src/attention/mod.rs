@@ -29,11 +29,14 @@ use tessera_kv::BlockId;
 /// rescale factor of what was accumulated so far, `exp(old max − new max)`, is
 /// 1 unless the tile raised the max (`$max`: a tile's largest score).
 macro_rules! attend_body {
-    ($scores:expr, $max:expr, $exp:expr, $axpy_rows:expr, $scale:expr, $layout:expr, $blocks:expr, $item:expr, $heads_q:expr, $keys:expr, $values:expr, $partial:expr) => {{
-        let (layout, item, partial): (KvLayout, WorkItem, &mut [f32]) = ($layout, $item, $partial);
+    ($scores:expr, $max:expr, $exp:expr, $axpy_rows:expr, $scale:expr, $layout:expr, $seq:expr, $item:expr, $q:expr, $keys:expr, $values:expr, $partial:expr) => {{
+        let (layout, seq, item, partial): (KvLayout, &AttentionSeq<'_>, WorkItem, &mut [f32]) =
+            ($layout, $seq, $item, $partial);
         let dim = layout.head_dim;
         let bs = layout.block_size;
-        let group = $heads_q.len() / dim;
+        let rows = item.rows.1;
+        let row_len = $q.len() / rows;
+        let group = partial.len() / (rows * (dim + 2));
         for state in partial.chunks_exact_mut(dim + 2) {
             state[0] = f32::NEG_INFINITY;
         }
@@ -41,41 +44,48 @@ macro_rules! attend_body {
         let mut weights = [0f32; 64];
         let (mut key, end) = item.keys;
         while key < end {
-            let block = $blocks[key / bs];
+            let block = seq.blocks[key / bs];
             let first_slot = key % bs;
             let slots = (bs - first_slot).min(end - key).min(scores.len());
             let tile = layout.tile_offset(block, item.kv_head) + first_slot * dim;
-            let k_tile = &$keys[tile..tile + slots * dim];
-            let v_tile = &$values[tile..tile + slots * dim];
-            for (g, state) in partial.chunks_exact_mut(dim + 2).enumerate() {
-                let q_head = &$heads_q[g * dim..(g + 1) * dim];
-                // SAFETY: the AVX2 build runs only where AVX2, FMA and F16C exist.
-                unsafe { $scores(q_head, k_tile, $scale, &mut scores[..slots]) };
-                // SAFETY: as above.
-                let tile_max = unsafe { $max(&scores[..slots]) };
-                let (head, acc) = state.split_at_mut(2);
-                let new_max = head[0].max(tile_max);
-                // SAFETY: as above.
-                unsafe { $exp(&scores[..slots], new_max, &mut weights[..slots]) };
-                // `exp(0) = 1`: most tiles leave the running max where it was.
-                let rescale = match head[0] == new_max {
-                    true => 1.0,
-                    false => (head[0] - new_max).exp(),
-                };
-                if rescale != 1.0 {
-                    head[1] *= rescale;
-                    simd::scale(acc, rescale);
+            let (k_tile, v_tile) = (&$keys[tile..tile + slots * dim], &$values[tile..tile + slots * dim]);
+            // Query `i` of the sequence sees keys `0..=first_pos + i`: rows
+            // before `first_seeing` end before this tile; the others see it up
+            // to their own end.
+            let first_seeing = key.saturating_sub(seq.first_pos + item.rows.0);
+            for r in first_seeing..rows {
+                let visible = slots.min(seq.first_pos + item.rows.0 + r + 1 - key);
+                let heads_q = &$q[r * row_len + item.kv_head * group * dim..][..group * dim];
+                let states = &mut partial[r * group * (dim + 2)..][..group * (dim + 2)];
+                for (g, state) in states.chunks_exact_mut(dim + 2).enumerate() {
+                    let q_head = &heads_q[g * dim..(g + 1) * dim];
+                    // SAFETY: the AVX2 build runs only where AVX2, FMA and F16C exist.
+                    unsafe { $scores(q_head, &k_tile[..visible * dim], $scale, &mut scores[..visible]) };
+                    // SAFETY: as above.
+                    let tile_max = unsafe { $max(&scores[..visible]) };
+                    let (head, acc) = state.split_at_mut(2);
+                    let new_max = head[0].max(tile_max);
+                    // SAFETY: as above.
+                    unsafe { $exp(&scores[..visible], new_max, &mut weights[..visible]) };
+                    // `exp(0) = 1`: most tiles leave the running max where it was.
+                    let rescale = match head[0] == new_max {
+                        true => 1.0,
+                        false => (head[0] - new_max).exp(),
+                    };
+                    if rescale != 1.0 {
+                        head[1] *= rescale;
+                        simd::scale(acc, rescale);
+                    }
+                    head[0] = new_max;
+                    for weight in &weights[..visible] {
+                        head[1] += weight;
+                    }
+                    // SAFETY: as above.
+                    unsafe { $axpy_rows(acc, &weights[..visible], &v_tile[..visible * dim]) };
                 }
-                head[0] = new_max;
-                for weight in &weights[..slots] {
-                    head[1] += weight;
-                }
-                // SAFETY: as above.
-                unsafe { $axpy_rows(acc, &weights[..slots], v_tile) };
             }
             key += slots;
         }
-        debug_assert!(group * (dim + 2) == partial.len());
     }};
 }
 
@@ -89,14 +99,14 @@ macro_rules! attend_fn {
         unsafe fn $name(
             scale: f32,
             layout: KvLayout,
-            blocks: &[BlockId],
+            seq: &AttentionSeq<'_>,
             item: WorkItem,
-            heads_q: &[f32],
+            q: &[f32],
             keys: &[$elem],
             values: &[$elem],
             partial: &mut [f32],
         ) {
-            attend_body!($scores, $max, $exp, $axpy_rows, scale, layout, blocks, item, heads_q, keys, values, partial)
+            attend_body!($scores, $max, $exp, $axpy_rows, scale, layout, seq, item, q, keys, values, partial)
         }
     };
 }
@@ -183,14 +193,19 @@ pub struct AttentionShape {
     pub scale: f32,
 }
 
-/// One unit of parallel work: a query row, a KV head and a key range.
+/// One unit of parallel work: a run of one sequence's query rows, a KV head and a key range.
 #[derive(Debug, Clone, Copy)]
 struct WorkItem {
     seq: usize,
-    row: usize,
+    /// (first query index within the sequence, count).
+    rows: (usize, usize),
     kv_head: usize,
     keys: (usize, usize),
 }
+
+/// Query rows of one sequence per work item: they read each K/V tile while it
+/// is in L1 (a warm turn's new tokens all attend over the same cached prefix).
+const ROWS_PER_ITEM: usize = 8;
 
 /// A batch's sequences and its parallel work items, planned once per forward
 /// and shared by every layer.
@@ -198,13 +213,20 @@ struct WorkItem {
 pub struct AttentionPlan<'a> {
     seqs: Vec<AttentionSeq<'a>>,
     items: Vec<WorkItem>,
+    /// Query rows per item's partial (the longest run of any item).
+    rows_per_item: usize,
 }
 
 impl<'a> AttentionPlan<'a> {
     /// Plan attention for `seqs` over a cache with `num_kv_heads` KV heads.
     pub fn new(seqs: Vec<AttentionSeq<'a>>, num_kv_heads: usize) -> Self {
         let items = plan_work(&seqs, num_kv_heads);
-        Self { seqs, items }
+        let rows_per_item = items.iter().map(|item| item.rows.1).max().unwrap_or(1);
+        Self {
+            seqs,
+            items,
+            rows_per_item,
+        }
     }
 }
 
@@ -220,52 +242,61 @@ pub fn paged_attention(
     let group = shape.num_heads / layout.num_kv_heads;
     let dim = layout.head_dim;
     let (seqs, items) = (&plan.seqs, &plan.items);
-    // Per item and per head of its group: running max, running sum, accumulator.
-    let partial_len = group * (dim + 2);
+    // Per item, per row and per head of its group: running max, running sum, accumulator.
+    let partial_len = plan.rows_per_item * group * (dim + 2);
     let mut partials = vec![0f32; items.len() * partial_len];
+    let row_len = shape.num_heads * dim;
     for_each_chunk_mut(&mut partials, partial_len, |index, partial| {
         let item = items[index];
-        let row_q = &q[item.row * shape.num_heads * dim..][..shape.num_heads * dim];
-        let heads_q = &row_q[item.kv_head * group * dim..][..group * dim];
-        attend_range(shape.scale, layout, seqs[item.seq].blocks, item, heads_q, kv, partial);
+        let seq = &seqs[item.seq];
+        let first_row = seq.first_row + item.rows.0;
+        let q_rows = &q[first_row * row_len..(first_row + item.rows.1) * row_len];
+        let partial = &mut partial[..item.rows.1 * group * (dim + 2)];
+        attend_range(shape.scale, layout, seq, item, q_rows, kv, partial);
     });
-    merge_partials(items, &partials, group, dim, shape.num_heads, out);
+    merge_partials(plan, &partials, group, dim, shape.num_heads, out);
 }
 
-/// Split the work: one item per (row, KV head, partition of the row's context).
+/// Split the work: one item per (run of up to [`ROWS_PER_ITEM`] rows of a
+/// sequence, KV head, partition of the keys the run's last row sees).
 fn plan_work(seqs: &[AttentionSeq<'_>], num_kv_heads: usize) -> Vec<WorkItem> {
     let mut items = Vec::new();
     for (seq_index, seq) in seqs.iter().enumerate() {
-        for i in 0..seq.num_queries {
-            let context = seq.first_pos + i + 1;
+        let mut first = 0;
+        while first < seq.num_queries {
+            let count = (seq.num_queries - first).min(ROWS_PER_ITEM);
+            let context = seq.first_pos + first + count;
             for kv_head in 0..num_kv_heads {
                 let mut start = 0;
                 while start < context {
                     let end = (start + PARTITION_TOKENS).min(context);
                     items.push(WorkItem {
                         seq: seq_index,
-                        row: seq.first_row + i,
+                        rows: (first, count),
                         kv_head,
                         keys: (start, end),
                     });
                     start = end;
                 }
             }
+            first += count;
         }
     }
     items
 }
 
-/// Online softmax over keys `item.keys` for the `group` query heads in `heads_q`.
-/// Writes `[max, sum, acc[dim]]` per head into `partial`. The AVX2 builds of
+/// Online softmax over keys `item.keys` for the item's query rows (`q`: their
+/// `[rows, num_heads, head_dim]` queries), every head of the KV head's group.
+/// Writes `[max, sum, acc[dim]]` per row and head into `partial` (a row that
+/// sees none of the keys keeps `max = −∞`). The AVX2 builds of
 /// the loop inline their primitives (a call per key cost a third of the
 /// attention time); every build does the same arithmetic.
 fn attend_range(
     scale: f32,
     layout: KvLayout,
-    blocks: &[BlockId],
+    seq: &AttentionSeq<'_>,
     item: WorkItem,
-    heads_q: &[f32],
+    q: &[f32],
     kv: &LayerKv,
     partial: &mut [f32],
 ) {
@@ -278,48 +309,61 @@ fn attend_range(
         match kv {
             #[cfg(target_arch = "x86_64")]
             LayerKv::F16 { keys, values } if avx512 => {
-                attend_f16_avx512(scale, layout, blocks, item, heads_q, keys, values, partial)
+                attend_f16_avx512(scale, layout, seq, item, q, keys, values, partial)
             }
             #[cfg(target_arch = "x86_64")]
             LayerKv::F32 { keys, values } if avx512 => {
-                attend_f32_avx512(scale, layout, blocks, item, heads_q, keys, values, partial)
+                attend_f32_avx512(scale, layout, seq, item, q, keys, values, partial)
             }
             #[cfg(target_arch = "x86_64")]
             LayerKv::F16 { keys, values } if avx2 => {
-                attend_f16_avx2(scale, layout, blocks, item, heads_q, keys, values, partial)
+                attend_f16_avx2(scale, layout, seq, item, q, keys, values, partial)
             }
             #[cfg(target_arch = "x86_64")]
             LayerKv::F32 { keys, values } if avx2 => {
-                attend_f32_avx2(scale, layout, blocks, item, heads_q, keys, values, partial)
+                attend_f32_avx2(scale, layout, seq, item, q, keys, values, partial)
             }
-            LayerKv::F16 { keys, values } => attend_f16(scale, layout, blocks, item, heads_q, keys, values, partial),
-            LayerKv::F32 { keys, values } => attend_f32(scale, layout, blocks, item, heads_q, keys, values, partial),
+            LayerKv::F16 { keys, values } => attend_f16(scale, layout, seq, item, q, keys, values, partial),
+            LayerKv::F32 { keys, values } => attend_f32(scale, layout, seq, item, q, keys, values, partial),
         }
     }
 }
 
-/// Combine the partitions of each (row, KV head) by log-sum-exp and normalize.
-fn merge_partials(items: &[WorkItem], partials: &[f32], group: usize, dim: usize, num_heads: usize, out: &mut [f32]) {
-    let partial_len = group * (dim + 2);
+/// Combine the partitions of each (row, KV head) by log-sum-exp, in
+/// partition order, and normalize (partitions a row does not reach are skipped).
+fn merge_partials(
+    plan: &AttentionPlan<'_>,
+    partials: &[f32],
+    group: usize,
+    dim: usize,
+    num_heads: usize,
+    out: &mut [f32],
+) {
+    let items = &plan.items;
+    let partial_len = plan.rows_per_item * group * (dim + 2);
     let mut start = 0;
     while start < items.len() {
-        let (row, kv_head) = (items[start].row, items[start].kv_head);
+        let (seq, rows, kv_head) = (items[start].seq, items[start].rows, items[start].kv_head);
         let mut end = start + 1;
-        while end < items.len() && items[end].row == row && items[end].kv_head == kv_head {
+        while end < items.len() && (items[end].seq, items[end].rows, items[end].kv_head) == (seq, rows, kv_head) {
             end += 1;
         }
-        for g in 0..group {
-            let state = |i: usize| &partials[i * partial_len + g * (dim + 2)..][..dim + 2];
-            let max = (start..end).map(|i| state(i)[0]).fold(f32::NEG_INFINITY, f32::max);
-            let dst = &mut out[(row * num_heads + kv_head * group + g) * dim..][..dim];
-            dst.fill(0.0);
-            let mut sum = 0.0;
-            for i in start..end {
-                let weight = (state(i)[0] - max).exp();
-                sum += state(i)[1] * weight;
-                simd::axpy(dst, weight, &state(i)[2..]);
+        for r in 0..rows.1 {
+            let row = plan.seqs[seq].first_row + rows.0 + r;
+            for g in 0..group {
+                let state = |i: usize| &partials[i * partial_len + (r * group + g) * (dim + 2)..][..dim + 2];
+                let reached = (start..end).filter(|&i| state(i)[0] != f32::NEG_INFINITY);
+                let max = reached.clone().map(|i| state(i)[0]).fold(f32::NEG_INFINITY, f32::max);
+                let dst = &mut out[(row * num_heads + kv_head * group + g) * dim..][..dim];
+                dst.fill(0.0);
+                let mut sum = 0.0;
+                for i in reached {
+                    let weight = (state(i)[0] - max).exp();
+                    sum += state(i)[1] * weight;
+                    simd::axpy(dst, weight, &state(i)[2..]);
+                }
+                simd::scale(dst, 1.0 / sum);
             }
-            simd::scale(dst, 1.0 / sum);
         }
         start = end;
     }

@@ -186,6 +186,46 @@ fn cases() -> Vec<Case> {
     ]
 }
 
+/// A query's result is the same bits whether it runs with the other rows of
+/// its prefill chunk (one work item per run of rows) or alone, as a decode
+/// step at its position would.
+#[test]
+fn a_row_gives_the_same_bits_alone_as_in_its_chunk() {
+    let case = Case {
+        layout: KvLayout {
+            num_blocks: 96,
+            block_size: 16,
+            num_kv_heads: 3,
+            head_dim: 64,
+        },
+        num_heads: 9,
+        seqs: vec![(300, 29)],
+    };
+    for dtype in [KvDtype::F32, KvDtype::F16] {
+        let f = fixture(&case, dtype);
+        let whole = paged(&case, &f, &f.tables);
+        let row_len = case.num_heads * case.layout.head_dim;
+        for i in 0..29 {
+            let alone = AttentionSeq {
+                first_row: i,
+                num_queries: 1,
+                first_pos: 300 + i,
+                blocks: &f.tables[0],
+            };
+            let plan = AttentionPlan::new(vec![alone], case.layout.num_kv_heads);
+            let shape = AttentionShape {
+                num_heads: case.num_heads,
+                scale: 1.0 / (case.layout.head_dim as f32).sqrt(),
+            };
+            let mut out = vec![0f32; f.q.len()];
+            paged_attention(shape, case.layout, &plan, &f.q, &f.kv, &mut out);
+            let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+            let row = i * row_len..(i + 1) * row_len;
+            assert_eq!(bits(&out[row.clone()]), bits(&whole[row]), "{dtype} row {i}");
+        }
+    }
+}
+
 #[test]
 fn paged_matches_naive_on_both_simd_paths_and_element_types() {
     for dtype in [KvDtype::F32, KvDtype::F16] {
