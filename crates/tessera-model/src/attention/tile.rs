@@ -121,14 +121,20 @@ pub(super) mod avx2 {
         }};
     }
 
-    /// See [`super::scaled_dots`]. Safety: the CPU has AVX2, FMA and F16C.
+    /// See [`super::scaled_dots`].
+    ///
+    /// # Safety
+    /// The CPU has AVX2, FMA and F16C.
     #[target_feature(enable = "avx2,fma,f16c")]
     #[inline]
     pub unsafe fn scaled_dots(q: &[f32], keys: &[f32], scale: f32, out: &mut [f32]) {
         scaled_dots_body!(q, keys, scale, out, load_f32, crate::simd::avx2::dot)
     }
 
-    /// See [`super::scaled_dots_f16`]. Safety: the CPU has AVX2, FMA and F16C.
+    /// See [`super::scaled_dots_f16`].
+    ///
+    /// # Safety
+    /// The CPU has AVX2, FMA and F16C.
     #[target_feature(enable = "avx2,fma,f16c")]
     #[inline]
     pub unsafe fn scaled_dots_f16(q: &[f32], keys: &[f16], scale: f32, out: &mut [f32]) {
@@ -137,7 +143,10 @@ pub(super) mod avx2 {
 
     /// See [`super::max`]: eight lanes at a time (a maximum does not depend on
     /// the order; without NaN, `maxps` agrees with `f32::max` up to the sign of
-    /// a zero, which `x − max` does not see). Safety: the CPU has AVX2.
+    /// a zero, which `x − max` does not see).
+    ///
+    /// # Safety
+    /// The CPU has AVX2.
     #[target_feature(enable = "avx2,fma,f16c")]
     #[inline]
     pub unsafe fn max(x: &[f32]) -> f32 {
@@ -177,6 +186,9 @@ pub(super) mod avx2 {
     }
 
     /// `exp` of four floats widened to doubles, glibc's main path, rounded to float.
+    ///
+    /// # Safety
+    /// The CPU has AVX2 and FMA.
     #[target_feature(enable = "avx2,fma,f16c")]
     #[inline]
     unsafe fn exp4(x: __m128, table: &[u64; 32]) -> __m128 {
@@ -200,6 +212,9 @@ pub(super) mod avx2 {
     /// `exp` of four floats as glibc answers it: the vector main path, its
     /// underflow answers blended in; the mask holds the lanes (overflow, NaN)
     /// the caller must ask libm for.
+    ///
+    /// # Safety
+    /// The CPU has AVX2 and FMA.
     #[target_feature(enable = "avx2,fma,f16c")]
     #[inline]
     unsafe fn exp_group(v: __m128, table: &[u64; 32]) -> (__m128, i32) {
@@ -210,7 +225,10 @@ pub(super) mod avx2 {
         (e, rest)
     }
 
-    /// See [`super::exp_shifted`]. Safety: the CPU has AVX2, FMA and F16C.
+    /// See [`super::exp_shifted`].
+    ///
+    /// # Safety
+    /// The CPU has AVX2, FMA and F16C.
     #[target_feature(enable = "avx2,fma,f16c")]
     #[inline]
     pub unsafe fn exp_shifted(x: &[f32], shift: f32, out: &mut [f32]) {
@@ -255,6 +273,10 @@ pub(super) mod avx512 {
     #[derive(Clone, Copy)]
     struct Table([__m512i; 4]);
 
+    /// The table, loaded.
+    ///
+    /// # Safety
+    /// The CPU has AVX-512 F.
     #[target_feature(enable = "avx2,fma,f16c,avx512f")]
     #[inline]
     unsafe fn load_table() -> Table {
@@ -263,6 +285,9 @@ pub(super) mod avx512 {
     }
 
     /// `exp` of eight floats widened to doubles: glibc's main path, rounded to float.
+    ///
+    /// # Safety
+    /// The CPU has AVX-512 F.
     #[target_feature(enable = "avx2,fma,f16c,avx512f")]
     #[inline]
     unsafe fn exp8(x: __m256, table: Table) -> __m256 {
@@ -288,6 +313,9 @@ pub(super) mod avx512 {
     }
 
     /// `exp` of eight floats as glibc answers it (see `avx2::exp_group`).
+    ///
+    /// # Safety
+    /// The CPU has AVX2 and AVX-512 F.
     #[target_feature(enable = "avx2,fma,f16c,avx512f")]
     #[inline]
     unsafe fn exp_group(v: __m256, table: Table) -> (__m256, i32) {
@@ -298,7 +326,10 @@ pub(super) mod avx512 {
         (e, rest)
     }
 
-    /// See [`super::exp_shifted`]. Safety: the CPU has AVX2, FMA, F16C and AVX-512 F.
+    /// See [`super::exp_shifted`].
+    ///
+    /// # Safety
+    /// The CPU has AVX2, FMA, F16C and AVX-512 F.
     #[target_feature(enable = "avx2,fma,f16c,avx512f")]
     #[inline]
     pub unsafe fn exp_shifted(x: &[f32], shift: f32, out: &mut [f32]) {
