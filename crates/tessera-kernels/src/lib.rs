@@ -21,8 +21,10 @@
 //! each loaded weight block across several activation rows (prefill) or
 //! each activation block across several weight rows (decode).
 //!
-//! Paths: AVX2+FMA when the CPU has it (detected at run time), a portable
-//! one otherwise; [`Path::Portable`] can be forced for tests.
+//! Paths: AVX-512 VNNI for the K-quant prefill products (Q4_K, Q5_K, Q6_K)
+//! where the CPU has it, AVX2+FMA for the rest (detected at run time), a
+//! portable one otherwise, all with the same bits; [`Path::Portable`] can be
+//! forced for tests.
 #![deny(missing_docs)]
 
 mod activations;
@@ -51,6 +53,10 @@ mod x86_q4_k;
 mod x86_q4_k_vnni;
 #[cfg(target_arch = "x86_64")]
 mod x86_q6_k;
+#[cfg(target_arch = "x86_64")]
+mod x86_q6_k_vnni;
+#[cfg(target_arch = "x86_64")]
+mod x86_vnni;
 
 pub use activations::Q8Activations;
 pub use dispatch::{Format, Path, Weights};

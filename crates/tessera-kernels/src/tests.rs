@@ -251,7 +251,7 @@ struct GroupFormat {
 }
 
 /// Shapes whose rows hold whole 256-value super-blocks.
-const K_SHAPES: &[(usize, usize, usize)] = &[(1, 1, 8), (9, 3, 16), (17, 33, 8), (5, 2, 24)];
+const K_SHAPES: &[(usize, usize, usize)] = &[(1, 1, 8), (9, 3, 16), (17, 33, 8), (5, 2, 24), (32, 9, 8)];
 
 const GROUP_FORMATS: [GroupFormat; 9] = [
     GroupFormat {

@@ -1,0 +1,126 @@
+//! What the AVX-512 VNNI prefill kernels share: sixteen weight rows (two
+//! adjacent row groups) in the sixteen 32-bit lanes of a register, so one
+//! `vpdpbusd` multiplies four bytes of each of sixteen rows by the same four
+//! activation bytes, broadcast from memory; up to [`TILE`] activation rows
+//! share each unpacked weight register. Each lane runs the AVX2 kernels'
+//! arithmetic for its row, in the same order, so results are equal bit for bit.
+
+use std::arch::x86_64::*;
+use std::ops::Range;
+
+/// Activation rows per tile (three accumulators each stay in registers).
+pub(crate) const TILE: usize = 8;
+
+/// Activation rows per chunk (a pair's weights stream past while the chunk's
+/// rows stay in L1/L2).
+pub(crate) const ACT_CHUNK: usize = 32;
+
+/// 32 bytes at `lower` in lanes 0–7 and 32 bytes at `upper` in lanes 8–15.
+///
+/// # Safety
+/// Both pointers point at 32 readable bytes.
+#[target_feature(enable = "avx512f")]
+#[inline]
+pub(crate) unsafe fn join_loads(lower: *const u8, upper: *const u8) -> __m512i {
+    // SAFETY: the caller's contract.
+    unsafe {
+        _mm512_inserti64x4::<1>(
+            _mm512_castsi256_si512(_mm256_loadu_si256(lower.cast())),
+            _mm256_loadu_si256(upper.cast()),
+        )
+    }
+}
+
+/// Eight f32 lanes of the lower group and eight of the upper one.
+#[target_feature(enable = "avx512f")]
+#[inline]
+pub(crate) fn join_ps(lower: __m256, upper: __m256) -> __m512 {
+    let joined = _mm512_insertf64x4::<1>(_mm512_castpd256_pd512(_mm256_castps_pd(lower)), _mm256_castps_pd(upper));
+    _mm512_castpd_ps(joined)
+}
+
+/// Four activation bytes at `at`, in every lane.
+///
+/// # Safety
+/// `at` points at 4 readable bytes.
+#[target_feature(enable = "avx512f")]
+#[inline]
+pub(crate) unsafe fn broadcast_four(at: *const i8) -> __m512i {
+    // SAFETY: the caller's contract.
+    _mm512_set1_epi32(unsafe { at.cast::<i32>().read_unaligned() })
+}
+
+/// `C` results widened to [`TILE`] (the rest unused).
+#[target_feature(enable = "avx512f")]
+#[inline]
+pub(crate) fn pad<const C: usize>(sums: [__m512; C]) -> [__m512; TILE] {
+    let mut all = [_mm512_setzero_ps(); TILE];
+    all[..C].copy_from_slice(&sums);
+    all
+}
+
+/// Store the lanes of rows `first..first + live` (`live` ≤ 16) that lie in
+/// `rows` into `out_row[r − rows.start]`.
+#[target_feature(enable = "avx512f")]
+#[inline]
+pub(crate) fn store_rows(lanes: __m512, first: usize, live: usize, rows: &Range<usize>, out_row: &mut [f32]) {
+    let at = first - rows.start;
+    let live = live.min(rows.end - first);
+    if live == 16 {
+        // SAFETY: `check` guaranteed `out_row` holds `rows.len()` outputs, and `at + 16 <= rows.len()`.
+        unsafe { _mm512_storeu_ps(out_row[at..at + 16].as_mut_ptr(), lanes) };
+        return;
+    }
+    let mut values = [0f32; 16];
+    // SAFETY: `values` holds 16 f32.
+    unsafe { _mm512_storeu_ps(values.as_mut_ptr(), lanes) };
+    out_row[at..at + live].copy_from_slice(&values[..live]);
+}
+
+/// The loop nest of the VNNI kernels: activation rows in chunks of
+/// [`ACT_CHUNK`], then pairs of weight groups (a last odd group pairs with
+/// itself and only its lower lanes are stored), then tiles of up to [`TILE`]
+/// activation rows. `$tile!(C, [lower, upper], j)` computes a tile of `C`
+/// rows as `[__m512; C]` (a local macro, so that everything inlines under the
+/// caller's `target_feature`).
+macro_rules! for_each_pair_tile {
+    ($rows:expr, $x:expr, $out:expr, $stride:expr, $tile:ident) => {{
+        use $crate::x86_vnni::{pad, store_rows, ACT_CHUNK, TILE};
+        let rows: &std::ops::Range<usize> = &$rows;
+        let groups = rows.start / GROUP..rows.end.div_ceil(GROUP);
+        let n = $x.rows();
+        for chunk in (0..n).step_by(ACT_CHUNK) {
+            let chunk_end = (chunk + ACT_CHUNK).min(n);
+            for lower in groups.clone().step_by(2) {
+                let (upper, live) = if lower + 1 < groups.end {
+                    (lower + 1, 2 * GROUP)
+                } else {
+                    (lower, GROUP)
+                };
+                let pair = [lower, upper];
+                let mut j = chunk;
+                while j < chunk_end {
+                    let width = (chunk_end - j).min(TILE);
+                    // SAFETY: the caller's `target_feature` covers the tile's, and the shapes were checked.
+                    let sums = unsafe {
+                        match width {
+                            8 => $tile!(8, pair, j),
+                            7 => pad($tile!(7, pair, j)),
+                            6 => pad($tile!(6, pair, j)),
+                            5 => pad($tile!(5, pair, j)),
+                            4 => pad($tile!(4, pair, j)),
+                            3 => pad($tile!(3, pair, j)),
+                            2 => pad($tile!(2, pair, j)),
+                            _ => pad($tile!(1, pair, j)),
+                        }
+                    };
+                    for (c, lanes) in sums.iter().take(width).enumerate() {
+                        store_rows(*lanes, lower * GROUP, live, rows, &mut $out[(j + c) * $stride..]);
+                    }
+                    j += width;
+                }
+            }
+        }
+    }};
+}
+pub(crate) use for_each_pair_tile;
