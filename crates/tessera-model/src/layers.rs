@@ -141,13 +141,16 @@ impl RmsNorm {
 }
 
 /// SwiGLU over a fused `[rows, 2 × width]` buffer holding `gate | up` per row:
-/// returns `silu(gate) · up`, `[rows, width]`.
+/// returns `silu(gate) · up`, `[rows, width]`, rows in parallel (a prefill's
+/// 512 × 8,960 `exp`s were a tenth of its time on one thread).
 pub fn swiglu_fused(gate_up: &[f32], width: usize) -> Vec<f32> {
-    let mut out = Vec::with_capacity(gate_up.len() / 2);
-    for row in gate_up.chunks_exact(2 * width) {
-        let (gate, up) = row.split_at(width);
-        out.extend(gate.iter().zip(up).map(|(g, u)| g / (1.0 + (-g).exp()) * u));
-    }
+    let mut out = vec![0f32; gate_up.len() / 2];
+    crate::parallel::for_each_chunk_mut(&mut out, width, |row, dst| {
+        let (gate, up) = gate_up[row * 2 * width..(row + 1) * 2 * width].split_at(width);
+        for ((d, g), u) in dst.iter_mut().zip(gate).zip(up) {
+            *d = g / (1.0 + (-g).exp()) * u;
+        }
+    });
     out
 }
 

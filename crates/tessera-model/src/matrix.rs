@@ -218,6 +218,11 @@ impl Part {
         Ok(Self { offset, rows, kernel })
     }
 
+    /// Whether Tessera's own kernels compute the part.
+    fn is_own(&self) -> bool {
+        !matches!(self.kernel, Kernel::Candle(_))
+    }
+
     /// The storage type of a part on candle's generic kernels (`None` on Tessera's own).
     fn generic_type(&self) -> Option<String> {
         let Kernel::Candle(slices) = &self.kernel else {
@@ -400,6 +405,9 @@ impl ParallelMatMul {
 
     /// `x` is `[n, cols]`; returns `[n, rows]`.
     pub fn forward(&self, x: &[f32], n: usize) -> Result<Vec<f32>> {
+        if n >= TOKEN_SPLIT_MIN && self.parts.iter().all(Part::is_own) {
+            return self.forward_by_tokens(x, n);
+        }
         let own = self.parts.iter().any(|p| matches!(p.kernel, Kernel::Tessera { .. }));
         let candle = self.parts.iter().any(|p| matches!(p.kernel, Kernel::Candle(_)));
         let inputs = Inputs {
@@ -429,7 +437,60 @@ impl ParallelMatMul {
         }
         Ok(y)
     }
+
+    /// [`forward`](Self::forward) split by activation rows (prefill): each
+    /// task quantizes its own rows once and runs every part's whole product
+    /// straight into its rows of the output (no per-slice buffers to gather,
+    /// no serial quantization). The same kernels and arithmetic per output as
+    /// the split by weight rows, so the same bits.
+    fn forward_by_tokens(&self, x: &[f32], n: usize) -> Result<Vec<f32>> {
+        let threads = parallel::num_threads();
+        let chunk_rows = n.div_ceil(2 * threads).next_multiple_of(8);
+        let mut y = vec![0f32; n * self.rows];
+        let failure = std::sync::Mutex::new(None);
+        parallel::for_each_chunk_mut(&mut y, chunk_rows * self.rows, |index, out| {
+            let first = index * chunk_rows;
+            let rows = out.len() / self.rows;
+            let x = &x[first * self.cols..(first + rows) * self.cols];
+            if let Err(e) = self.forward_rows(x, rows, out) {
+                *failure.lock().unwrap_or_else(|p| p.into_inner()) = Some(e);
+            }
+        });
+        match failure.into_inner().unwrap_or_else(|p| p.into_inner()) {
+            Some(e) => Err(e),
+            None => Ok(y),
+        }
+    }
+
+    /// Every part's product for the `n` rows of `x` into `out` (`[n, rows]`), on this thread.
+    fn forward_rows(&self, x: &[f32], n: usize, out: &mut [f32]) -> Result<()> {
+        let mut activations = None;
+        for part in &self.parts {
+            let out = &mut out[part.offset..];
+            match &part.kernel {
+                Kernel::Tessera { weights, .. } => {
+                    if activations.is_none() {
+                        activations = Some(Q8Activations::quantize(x, n, self.cols).map_err(kernel_error)?);
+                    }
+                    let activations = activations.as_ref().ok_or_else(missing_input)?;
+                    weights
+                        .matmul(Path::detect(), 0..part.rows, activations, out, self.rows)
+                        .map_err(kernel_error)?;
+                }
+                Kernel::Half { weights, .. } => weights
+                    .matmul(Path::detect(), 0..part.rows, x, n, out, self.rows)
+                    .map_err(kernel_error)?,
+                Kernel::Candle(_) => return Err(missing_input()),
+            }
+        }
+        Ok(())
+    }
 }
+
+/// Activation rows from which a product splits by activation rows rather
+/// than by weight rows: enough rows per task that each pass over the
+/// weights feeds full register tiles.
+const TOKEN_SPLIT_MIN: usize = 128;
 
 #[cfg(test)]
 mod tests {
@@ -474,6 +535,26 @@ mod tests {
                 assert!(same, "{dtype:?} row {r} differs from candle's dequantization");
             }
             assert!(product.row(40).is_err(), "a row past the end is an error");
+        }
+    }
+
+    #[test]
+    fn a_prefill_split_by_activation_rows_equals_each_row_alone() {
+        let types = [GgmlDType::Q4K, GgmlDType::Q6K, GgmlDType::Q8_0, GgmlDType::F16];
+        let heights = [48, 32, 24, 16];
+        let cols = 256;
+        let matrices = (0..types.len())
+            .map(|i| quantized(types[i], heights[i], cols, 300 + i as u64))
+            .collect();
+        let product = ParallelMatMul::stacked(matrices).unwrap();
+        let n = TOKEN_SPLIT_MIN + 37;
+        let x = noise(11, n * cols);
+        let got = product.forward(&x, n).unwrap();
+        for j in 0..n {
+            let alone = product.forward(&x[j * cols..(j + 1) * cols], 1).unwrap();
+            let row = &got[j * product.rows()..(j + 1) * product.rows()];
+            let same = row.iter().zip(&alone).all(|(a, b)| a.to_bits() == b.to_bits());
+            assert!(same, "activation row {j} differs from its product alone");
         }
     }
 
