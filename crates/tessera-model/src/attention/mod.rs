@@ -308,6 +308,10 @@ fn attend_range(
     unsafe {
         match kv {
             #[cfg(target_arch = "x86_64")]
+            LayerKv::F16 { keys, values } if avx512 && pairs::covers(layout.head_dim) => {
+                pairs::attend_f16(scale, layout, seq, item, q, keys, values, partial)
+            }
+            #[cfg(target_arch = "x86_64")]
             LayerKv::F16 { keys, values } if avx512 => {
                 attend_f16_avx512(scale, layout, seq, item, q, keys, values, partial)
             }
@@ -369,6 +373,8 @@ fn merge_partials(
     }
 }
 
+#[cfg(target_arch = "x86_64")]
+mod pairs;
 mod tile;
 
 #[cfg(test)]

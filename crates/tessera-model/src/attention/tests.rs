@@ -346,3 +346,70 @@ fn the_device_contract_reads_bf16_pools_exactly() {
     assert!(from_bf16.iter().all(|x| x.is_finite()));
     assert_eq!(from_bf16, from_f32);
 }
+
+/// The AVX-512 build for f16 K/V (two heads of a group per pass) gives the
+/// AVX2 build's bits for every work item: heads of 64 and 128, groups of 3
+/// (a pair and a single head) and 6, partial tiles at both ends, a decode row.
+#[cfg(target_arch = "x86_64")]
+#[test]
+fn the_avx512_head_pairs_equal_the_avx2_build_bit_for_bit() {
+    if !simd::use_avx512() {
+        eprintln!("this CPU has no AVX-512 F: the head-pair build cannot run here; its check is skipped");
+        return;
+    }
+    let case = |num_kv_heads, num_heads, head_dim, seqs| Case {
+        layout: KvLayout {
+            num_blocks: 96,
+            block_size: 16,
+            num_kv_heads,
+            head_dim,
+        },
+        num_heads,
+        seqs,
+    };
+    for case in [
+        case(3, 9, 64, vec![(300, 29), (517, 1)]),
+        case(2, 12, 128, vec![(291, 21), (0, 13)]),
+        case(1, 1, 128, vec![(40, 9)]),
+    ] {
+        let f = fixture(&case, KvDtype::F16);
+        let LayerKv::F16 { keys, values } = &f.kv else {
+            unreachable!("an f16 fixture")
+        };
+        let seqs: Vec<AttentionSeq> = {
+            let mut first_row = 0;
+            case.seqs
+                .iter()
+                .zip(&f.tables)
+                .map(|(&(first_pos, num_queries), blocks)| {
+                    let seq = AttentionSeq {
+                        first_row,
+                        num_queries,
+                        first_pos,
+                        blocks,
+                    };
+                    first_row += num_queries;
+                    seq
+                })
+                .collect()
+        };
+        let plan = AttentionPlan::new(seqs, case.layout.num_kv_heads);
+        let (dim, group) = (case.layout.head_dim, case.num_heads / case.layout.num_kv_heads);
+        let row_len = case.num_heads * dim;
+        let scale = 1.0 / (dim as f32).sqrt();
+        for item in &plan.items {
+            let seq = &plan.seqs[item.seq];
+            let first_row = seq.first_row + item.rows.0;
+            let q = &f.q[first_row * row_len..(first_row + item.rows.1) * row_len];
+            let len = item.rows.1 * group * (dim + 2);
+            let (mut want, mut got) = (vec![0f32; len], vec![0f32; len]);
+            // SAFETY: the CPU has AVX-512 F, hence AVX2, FMA and F16C (checked above).
+            unsafe {
+                attend_f16_avx2(scale, case.layout, seq, *item, q, keys, values, &mut want);
+                pairs::attend_f16(scale, case.layout, seq, *item, q, keys, values, &mut got);
+            }
+            let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+            assert_eq!(bits(&got), bits(&want), "dim {dim}, group {group}, item {item:?}");
+        }
+    }
+}
