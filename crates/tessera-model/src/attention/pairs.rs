@@ -251,16 +251,8 @@ fn reduce_one(v: __m256) -> f32 {
 #[target_feature(enable = "avx2")]
 #[inline]
 fn reduce_four(v: [__m256; 4]) -> __m128 {
-    let w02 = _mm256_add_ps(
-        _mm256_permute2f128_ps::<0x20>(v[0], v[2]),
-        _mm256_permute2f128_ps::<0x31>(v[0], v[2]),
-    );
-    let w13 = _mm256_add_ps(
-        _mm256_permute2f128_ps::<0x20>(v[1], v[3]),
-        _mm256_permute2f128_ps::<0x31>(v[1], v[3]),
-    );
     // [b0_0, b0_1, b1_0, b1_1 | b2_0, b2_1, b3_0, b3_1]
-    let b = _mm256_add_ps(_mm256_shuffle_ps::<0x44>(w02, w13), _mm256_shuffle_ps::<0xEE>(w02, w13));
+    let b = super::tile::avx2::partial_sums(v);
     let (lo, hi) = (_mm256_castps256_ps128(b), _mm256_extractf128_ps::<1>(b));
     _mm_add_ps(_mm_shuffle_ps::<0x88>(lo, hi), _mm_shuffle_ps::<0xDD>(lo, hi))
 }

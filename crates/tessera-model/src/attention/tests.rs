@@ -120,10 +120,10 @@ fn naive(case: &Case, f: &Fixture) -> Vec<f32> {
     out
 }
 
-fn paged(case: &Case, f: &Fixture, tables: &[Vec<BlockId>]) -> Vec<f32> {
+/// The case's sequences over block tables `tables`, rows in order.
+fn seqs_of<'t>(case: &Case, tables: &'t [Vec<BlockId>]) -> Vec<AttentionSeq<'t>> {
     let mut first_row = 0;
-    let seqs: Vec<AttentionSeq> = case
-        .seqs
+    case.seqs
         .iter()
         .zip(tables)
         .map(|(&(first_pos, num_queries), blocks)| {
@@ -136,7 +136,11 @@ fn paged(case: &Case, f: &Fixture, tables: &[Vec<BlockId>]) -> Vec<f32> {
             first_row += num_queries;
             seq
         })
-        .collect();
+        .collect()
+}
+
+fn paged(case: &Case, f: &Fixture, tables: &[Vec<BlockId>]) -> Vec<f32> {
+    let seqs = seqs_of(case, tables);
     let shape = AttentionShape {
         num_heads: case.num_heads,
         scale: 1.0 / (case.layout.head_dim as f32).sqrt(),
@@ -376,23 +380,7 @@ fn the_avx512_head_pairs_equal_the_avx2_build_bit_for_bit() {
         let LayerKv::F16 { keys, values } = &f.kv else {
             unreachable!("an f16 fixture")
         };
-        let seqs: Vec<AttentionSeq> = {
-            let mut first_row = 0;
-            case.seqs
-                .iter()
-                .zip(&f.tables)
-                .map(|(&(first_pos, num_queries), blocks)| {
-                    let seq = AttentionSeq {
-                        first_row,
-                        num_queries,
-                        first_pos,
-                        blocks,
-                    };
-                    first_row += num_queries;
-                    seq
-                })
-                .collect()
-        };
+        let seqs = seqs_of(&case, &f.tables);
         let plan = AttentionPlan::new(seqs, case.layout.num_kv_heads);
         let (dim, group) = (case.layout.head_dim, case.num_heads / case.layout.num_kv_heads);
         let row_len = case.num_heads * dim;

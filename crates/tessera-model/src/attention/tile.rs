@@ -54,6 +54,25 @@ pub(super) mod avx2 {
     use std::arch::x86_64::*;
     use std::sync::OnceLock;
 
+    /// Four keys' eight lanes `v[key]` (`acc0 + acc1`) after `simd::dot`'s first
+    /// two reduction steps (`lo + hi`, then lanes 0+2 and 1+3):
+    /// `[b0_0, b0_1, b1_0, b1_1 | b2_0, b2_1, b3_0, b3_1]`.
+    #[target_feature(enable = "avx2")]
+    #[inline]
+    pub(crate) fn partial_sums(v: [__m256; 4]) -> __m256 {
+        // Lanes i and i+4 of each key: [a0 | a2] and [a1 | a3].
+        let w02 = _mm256_add_ps(
+            _mm256_permute2f128_ps::<0x20>(v[0], v[2]),
+            _mm256_permute2f128_ps::<0x31>(v[0], v[2]),
+        );
+        let w13 = _mm256_add_ps(
+            _mm256_permute2f128_ps::<0x20>(v[1], v[3]),
+            _mm256_permute2f128_ps::<0x31>(v[1], v[3]),
+        );
+        // Lanes 0+2 and 1+3 of each key's four.
+        _mm256_add_ps(_mm256_shuffle_ps::<0x44>(w02, w13), _mm256_shuffle_ps::<0xEE>(w02, w13))
+    }
+
     /// Sum of four keys' two accumulators: `simd::dot`'s `acc0 + acc1` per key,
     /// then its first two reduction steps (`lo + hi`, then lanes 0+2 and 1+3),
     /// for four keys at once: `[b0_0, b0_1, b1_0, b1_1 | b2_0, b2_1, b3_0, b3_1]`.
@@ -78,17 +97,7 @@ pub(super) mod avx2 {
                 _mm256_add_ps(acc0[2], acc1[2]),
                 _mm256_add_ps(acc0[3], acc1[3]),
             ];
-            // Lanes i and i+4 of each key: [a0 | a2] and [a1 | a3].
-            let w02 = _mm256_add_ps(
-                _mm256_permute2f128_ps::<0x20>(v[0], v[2]),
-                _mm256_permute2f128_ps::<0x31>(v[0], v[2]),
-            );
-            let w13 = _mm256_add_ps(
-                _mm256_permute2f128_ps::<0x20>(v[1], v[3]),
-                _mm256_permute2f128_ps::<0x31>(v[1], v[3]),
-            );
-            // Lanes 0+2 and 1+3 of each key's four.
-            _mm256_add_ps(_mm256_shuffle_ps::<0x44>(w02, w13), _mm256_shuffle_ps::<0xEE>(w02, w13))
+            partial_sums(v)
         }};
     }
 
