@@ -251,7 +251,15 @@ struct GroupFormat {
 }
 
 /// Shapes whose rows hold whole 256-value super-blocks.
-const K_SHAPES: &[(usize, usize, usize)] = &[(1, 1, 8), (9, 3, 16), (17, 33, 8), (5, 2, 24), (32, 9, 8)];
+/// The last shape spans two of the VNNI kernels' activation chunks (256 rows of 6,144 values).
+const K_SHAPES: &[(usize, usize, usize)] = &[
+    (1, 1, 8),
+    (9, 3, 16),
+    (17, 33, 8),
+    (5, 2, 24),
+    (32, 9, 8),
+    (17, 260, 192),
+];
 
 const GROUP_FORMATS: [GroupFormat; 9] = [
     GroupFormat {

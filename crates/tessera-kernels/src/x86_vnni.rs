@@ -11,10 +11,6 @@ use std::ops::Range;
 /// Activation rows per tile (three accumulators each stay in registers).
 pub(crate) const TILE: usize = 8;
 
-/// Activation rows per chunk (a pair's weights stream past while the chunk's
-/// rows stay in L1/L2).
-pub(crate) const ACT_CHUNK: usize = 32;
-
 /// 32 bytes at `lower` in lanes 0–7 and 32 bytes at `upper` in lanes 8–15.
 ///
 /// # Safety
@@ -50,6 +46,32 @@ pub(crate) unsafe fn broadcast_four(at: *const i8) -> __m512i {
     _mm512_set1_epi32(unsafe { at.cast::<i32>().read_unaligned() })
 }
 
+/// A pair of row groups' values unpacked to one byte each, laid out as the
+/// tiles read them: register `t` (0–7) of sub-block `j` (0–7) of super-block
+/// `sb`, lane `r` = row `r`'s values `4t..4t + 4` of the sub-block. Filled once
+/// per chunk and pair, read by every tile of it (a packed GEMM operand).
+pub(crate) struct PairQuants(Vec<__m512i>);
+
+impl PairQuants {
+    /// Room for `supers` super-blocks.
+    pub(crate) fn new(supers: usize) -> Self {
+        // SAFETY: all-zero bits are a valid __m512i.
+        Self(vec![unsafe { std::mem::zeroed() }; supers * 64])
+    }
+
+    /// Store register `t` of sub-block `j` of super-block `sb`.
+    #[inline]
+    pub(crate) fn set(&mut self, sb: usize, j: usize, t: usize, value: __m512i) {
+        self.0[sb * 64 + j * 8 + t] = value;
+    }
+
+    /// Register `t` of sub-block `j` of super-block `sb`.
+    #[inline]
+    pub(crate) fn get(&self, sb: usize, j: usize, t: usize) -> __m512i {
+        self.0[sb * 64 + j * 8 + t]
+    }
+}
+
 /// `C` results widened to [`TILE`] (the rest unused).
 #[target_feature(enable = "avx512f")]
 #[inline]
@@ -77,20 +99,34 @@ pub(crate) fn store_rows(lanes: __m512, first: usize, live: usize, rows: &Range<
     out_row[at..at + live].copy_from_slice(&values[..live]);
 }
 
+/// Activation bytes a chunk of rows may span: each chunk re-prepares every
+/// pair (unpacked weights and factors), so chunks are as large as the caches
+/// allow (1.5 MB: a prefill task's 128 rows of Qwen2.5-1.5B's 8,960-wide
+/// `ffn_down` input in one chunk; 384 KB cost a tenth of the prefill in
+/// re-preparation).
+const CHUNK_BYTES: usize = 1536 * 1024;
+
+/// Activation rows per chunk for rows of `blocks` blocks: a multiple of [`TILE`].
+pub(crate) fn chunk_rows(blocks: usize) -> usize {
+    (CHUNK_BYTES / (blocks * 32).max(1) / TILE).max(1) * TILE
+}
+
 /// The loop nest of the VNNI kernels: activation rows in chunks of
-/// [`ACT_CHUNK`], then pairs of weight groups (a last odd group pairs with
-/// itself and only its lower lanes are stored), then tiles of up to [`TILE`]
-/// activation rows. `$tile!(C, [lower, upper], j)` computes a tile of `C`
-/// rows as `[__m512; C]` (a local macro, so that everything inlines under the
-/// caller's `target_feature`).
+/// [`chunk_rows`], then pairs of weight groups (a last odd
+/// group pairs with itself and only its lower lanes are stored), then tiles
+/// of up to [`TILE`] activation rows. `$prepare!(pair)` runs once per chunk and
+/// pair (per-row factors every tile of the pair reads), `$tile!(C, pair, j)`
+/// computes a tile of `C` activation rows as `[__m512; C]` (local macros, so
+/// that everything inlines under the caller's `target_feature`).
 macro_rules! for_each_pair_tile {
-    ($rows:expr, $x:expr, $out:expr, $stride:expr, $tile:ident) => {{
-        use $crate::x86_vnni::{pad, store_rows, ACT_CHUNK, TILE};
+    ($rows:expr, $x:expr, $out:expr, $stride:expr, $prepare:ident, $tile:ident) => {{
+        use $crate::x86_vnni::{pad, store_rows, TILE};
         let rows: &std::ops::Range<usize> = &$rows;
         let groups = rows.start / GROUP..rows.end.div_ceil(GROUP);
         let n = $x.rows();
-        for chunk in (0..n).step_by(ACT_CHUNK) {
-            let chunk_end = (chunk + ACT_CHUNK).min(n);
+        let chunk_rows = $crate::x86_vnni::chunk_rows($x.blocks());
+        for chunk in (0..n).step_by(chunk_rows) {
+            let chunk_end = (chunk + chunk_rows).min(n);
             for lower in groups.clone().step_by(2) {
                 let (upper, live) = if lower + 1 < groups.end {
                     (lower + 1, 2 * GROUP)
@@ -98,10 +134,12 @@ macro_rules! for_each_pair_tile {
                     (lower, GROUP)
                 };
                 let pair = [lower, upper];
+                // SAFETY: the caller's `target_feature` covers the preparation's, and the shapes were checked.
+                unsafe { $prepare!(pair) };
                 let mut j = chunk;
                 while j < chunk_end {
                     let width = (chunk_end - j).min(TILE);
-                    // SAFETY: the caller's `target_feature` covers the tile's, and the shapes were checked.
+                    // SAFETY: as above.
                     let sums = unsafe {
                         match width {
                             8 => $tile!(8, pair, j),

@@ -377,5 +377,21 @@ fn merge_partials(
 mod pairs;
 mod tile;
 
+/// `out[i] = exp(x[i] − shift)` with glibc's `expf` bits, on the widest
+/// vector build this CPU runs (see `tile.rs`; SwiGLU uses it too).
+pub(crate) fn exp_shifted(x: &[f32], shift: f32, out: &mut [f32]) {
+    #[cfg(target_arch = "x86_64")]
+    {
+        // SAFETY: each build runs only where its features are (checked).
+        if simd::use_avx512() {
+            return unsafe { tile::avx512::exp_shifted(x, shift, out) };
+        }
+        if simd::use_avx2() {
+            return unsafe { tile::avx2::exp_shifted(x, shift, out) };
+        }
+    }
+    tile::exp_shifted(x, shift, out)
+}
+
 #[cfg(test)]
 mod tests;
