@@ -89,6 +89,9 @@ impl Tiles<'_, '_> {
                 &self.keys[tile..tile + slots * dim],
                 &self.values[tile..tile + slots * dim],
             );
+            if key + slots < end {
+                self.prefetch_tile(key + slots, (end - key - slots).min(bs));
+            }
             let first_seeing = key.saturating_sub(self.seq.first_pos + self.item.rows.0);
             for r in first_seeing..rows {
                 let visible = slots.min(self.seq.first_pos + self.item.rows.0 + r + 1 - key);
@@ -112,6 +115,24 @@ impl Tiles<'_, '_> {
                 }
             }
             key += slots;
+        }
+    }
+
+    /// Ask for the K and V rows of the tile at `key` (`slots` rows, one block)
+    /// while the current tile computes: a decode step reads each cached row
+    /// once, from memory, and the blocks of a sequence are scattered.
+    #[target_feature(enable = "avx2,fma,f16c,avx512f")]
+    #[inline]
+    fn prefetch_tile(&self, key: usize, slots: usize) {
+        let (dim, bs) = (self.layout.head_dim, self.layout.block_size);
+        let block = self.seq.blocks[key / bs];
+        let tile = self.layout.tile_offset(block, self.item.kv_head) + (key % bs) * dim;
+        let len = (slots * dim).min(self.keys.len() - tile);
+        for rows in [&self.keys[tile..tile + len], &self.values[tile..tile + len]] {
+            for line in rows.chunks(32) {
+                // A hint: it reads nothing and cannot fault; the address lies inside the pool.
+                _mm_prefetch::<_MM_HINT_T0>(line.as_ptr().cast());
+            }
         }
     }
 
