@@ -1,18 +1,11 @@
 //! Vector primitives for the CPU kernels, with AVX2+FMA(+F16C) paths chosen at
-//! run time and a portable fallback. [`force_portable`] switches every call to
-//! the fallback so tests can check both paths give the same answers. The `_f16`
+//! run time and a portable fallback (no process-wide switch: a test that wants
+//! the portable builds asks for them by argument, see `attention::Builds`,
+//! so tests running side by side never see each other's choice). The `_f16`
 //! variants read their second operand as `f16` (the K/V cache) and widen it
 //! exactly, so they equal the `f32` primitive on the widened values.
 
 use half::f16;
-use std::sync::atomic::{AtomicBool, Ordering};
-
-static PORTABLE_ONLY: AtomicBool = AtomicBool::new(false);
-
-/// Force (or stop forcing) the portable path, for tests and comparisons.
-pub fn force_portable(on: bool) {
-    PORTABLE_ONLY.store(on, Ordering::Relaxed);
-}
 
 /// Name of the path in use: `"avx2"` or `"portable"`.
 pub fn active_path() -> &'static str {
@@ -30,12 +23,11 @@ pub(crate) fn use_avx512() -> bool {
     use_avx2() && tessera_kernels::Path::detect() == tessera_kernels::Path::Avx512Vnni
 }
 
-/// Whether the AVX2 kernels run (the CPU has AVX2, FMA and F16C, and the portable path is not forced).
+/// Whether the AVX2 kernels run (the CPU has AVX2, FMA and F16C).
 pub(crate) fn use_avx2() -> bool {
     #[cfg(target_arch = "x86_64")]
     {
-        !PORTABLE_ONLY.load(Ordering::Relaxed)
-            && std::arch::is_x86_feature_detected!("avx2")
+        std::arch::is_x86_feature_detected!("avx2")
             && std::arch::is_x86_feature_detected!("fma")
             && std::arch::is_x86_feature_detected!("f16c")
     }

@@ -230,8 +230,33 @@ impl<'a> AttentionPlan<'a> {
     }
 }
 
+/// Which builds of the attention loop run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Builds {
+    /// The widest this CPU runs (AVX-512, AVX2, else portable).
+    Detected,
+    /// The portable ones (tests compare them with the vector builds; an
+    /// argument, not a process-wide switch, so tests running beside each other
+    /// never see each other's choice).
+    #[cfg_attr(not(test), allow(dead_code))]
+    Portable,
+}
+
 /// Attention for every query row of `plan`: `q` and `out` are `[rows, num_heads, head_dim]`.
 pub fn paged_attention(
+    shape: AttentionShape,
+    layout: KvLayout,
+    plan: &AttentionPlan<'_>,
+    q: &[f32],
+    kv: &LayerKv,
+    out: &mut [f32],
+) {
+    paged_attention_on(Builds::Detected, shape, layout, plan, q, kv, out)
+}
+
+/// [`paged_attention`] on `builds`.
+fn paged_attention_on(
+    builds: Builds,
     shape: AttentionShape,
     layout: KvLayout,
     plan: &AttentionPlan<'_>,
@@ -252,7 +277,7 @@ pub fn paged_attention(
         let first_row = seq.first_row + item.rows.0;
         let q_rows = &q[first_row * row_len..(first_row + item.rows.1) * row_len];
         let partial = &mut partial[..item.rows.1 * group * (dim + 2)];
-        attend_range(shape.scale, layout, seq, item, q_rows, kv, partial);
+        attend_range(builds, shape.scale, layout, seq, item, q_rows, kv, partial);
     });
     merge_partials(plan, &partials, group, dim, shape.num_heads, out);
 }
@@ -291,7 +316,9 @@ fn plan_work(seqs: &[AttentionSeq<'_>], num_kv_heads: usize) -> Vec<WorkItem> {
 /// sees none of the keys keeps `max = −∞`). The AVX2 builds of
 /// the loop inline their primitives (a call per key cost a third of the
 /// attention time); every build does the same arithmetic.
+#[allow(clippy::too_many_arguments)]
 fn attend_range(
+    builds: Builds,
     scale: f32,
     layout: KvLayout,
     seq: &AttentionSeq<'_>,
@@ -301,7 +328,10 @@ fn attend_range(
     partial: &mut [f32],
 ) {
     #[cfg(target_arch = "x86_64")]
-    let (avx2, avx512) = (simd::use_avx2(), simd::use_avx512());
+    let (avx2, avx512) = match builds {
+        Builds::Detected => (simd::use_avx2(), simd::use_avx512()),
+        Builds::Portable => (false, false),
+    };
     // SAFETY: the AVX2 builds run only where AVX2, FMA and F16C exist, the
     // AVX-512 builds only where AVX-512 F does too (checked); the portable
     // builds have no requirement.

@@ -140,6 +140,10 @@ fn seqs_of<'t>(case: &Case, tables: &'t [Vec<BlockId>]) -> Vec<AttentionSeq<'t>>
 }
 
 fn paged(case: &Case, f: &Fixture, tables: &[Vec<BlockId>]) -> Vec<f32> {
+    paged_on(Builds::Detected, case, f, tables)
+}
+
+fn paged_on(builds: Builds, case: &Case, f: &Fixture, tables: &[Vec<BlockId>]) -> Vec<f32> {
     let seqs = seqs_of(case, tables);
     let shape = AttentionShape {
         num_heads: case.num_heads,
@@ -147,7 +151,7 @@ fn paged(case: &Case, f: &Fixture, tables: &[Vec<BlockId>]) -> Vec<f32> {
     };
     let mut out = vec![0f32; f.q.len()];
     let plan = AttentionPlan::new(seqs, case.layout.num_kv_heads);
-    paged_attention(shape, case.layout, &plan, &f.q, &f.kv, &mut out);
+    paged_attention_on(builds, shape, case.layout, &plan, &f.q, &f.kv, &mut out);
     out
 }
 
@@ -236,12 +240,10 @@ fn paged_matches_naive_on_both_simd_paths_and_element_types() {
         for (index, case) in cases().iter().enumerate() {
             let f = fixture(case, dtype);
             let want = naive(case, &f);
-            for portable in [false, true] {
-                simd::force_portable(portable);
-                let got = paged(case, &f, &f.tables);
-                simd::force_portable(false);
+            for builds in [Builds::Detected, Builds::Portable] {
+                let got = paged_on(builds, case, &f, &f.tables);
                 let diff = max_diff(&got, &want);
-                assert!(diff < 1e-4, "{dtype} case {index} portable={portable}: max diff {diff}");
+                assert!(diff < 1e-4, "{dtype} case {index} {builds:?}: max diff {diff}");
             }
         }
     }
