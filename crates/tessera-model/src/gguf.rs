@@ -5,7 +5,7 @@
 //! load instead (the default before the Q4_1 kernel, kept for comparisons).
 
 use crate::config::{Architecture, ModelConfig};
-use crate::matrix::Matrix;
+use crate::matrix::{GgmlMatrix, Matrix};
 use crate::tokenizer::{GgufVocab, Tokenizer};
 use crate::weights::{build_model, TensorSource, WeightNames};
 use crate::{LoadOptions, LoadedModel, ModelError, Result};
@@ -13,7 +13,7 @@ use candle_core::quantized::gguf_file::{Content, Value};
 use candle_core::quantized::{GgmlDType, QTensor};
 use candle_core::{Device, Tensor};
 use std::fs::File;
-use std::io::BufReader;
+use std::io::{BufReader, Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -157,6 +157,45 @@ impl GgufSource {
     }
 }
 
+impl GgufSource {
+    /// A 2-D tensor of a type Tessera's own kernels run, read as stored
+    /// (`None` for the other types, and when the options ask for candle's
+    /// dequantized or requantized copy): one read, no candle copy, so the
+    /// load repacks straight from the file's bytes.
+    fn own_kernel_matrix(&mut self, name: &str) -> Result<Option<Matrix>> {
+        let info = self
+            .content
+            .tensor_infos
+            .get(name)
+            .ok_or_else(|| ModelError::missing("tensor", name))?;
+        let dtype = info.ggml_dtype;
+        let own = crate::matrix::kernel_format(dtype).is_some() || crate::matrix::half_kind(dtype).is_some();
+        let requantized = self.repack_q4_1 && dtype == GgmlDType::Q4_1;
+        let &[rows, cols] = info.shape.dims() else {
+            return Ok(None);
+        };
+        if !own || self.dequantize || requantized || !cols.is_multiple_of(dtype.block_size()) {
+            return Ok(None);
+        }
+        let len = rows * cols / dtype.block_size() * dtype.type_size();
+        let start = self.content.tensor_data_offset + info.offset;
+        let corrupt = |e: std::io::Error| ModelError::Corrupt {
+            path: self.path.clone(),
+            format: "GGUF",
+            reason: format!("tensor `{name}` ({len} bytes at {start}): {e}"),
+        };
+        let mut bytes = vec![0u8; len];
+        self.reader.seek(SeekFrom::Start(start)).map_err(corrupt)?;
+        self.reader.read_exact(&mut bytes).map_err(corrupt)?;
+        Ok(Some(Matrix::Ggml(GgmlMatrix {
+            dtype,
+            rows,
+            cols,
+            bytes,
+        })))
+    }
+}
+
 impl TensorSource for GgufSource {
     fn has(&self, name: &str) -> bool {
         self.content.tensor_infos.contains_key(name)
@@ -184,6 +223,9 @@ impl TensorSource for GgufSource {
     }
 
     fn matrix(&mut self, name: &str) -> Result<Matrix> {
+        if let Some(matrix) = self.own_kernel_matrix(name)? {
+            return Ok(matrix);
+        }
         let tensor = self.qtensor(name)?;
         // F16/BF16 stay as stored (Tessera's half-precision kernel); F32 is dense.
         if self.dequantize || tensor.dtype() == GgmlDType::F32 {

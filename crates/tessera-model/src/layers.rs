@@ -105,6 +105,9 @@ impl Embedding {
                 Embedding::Stored(Matrix::Quantized(q)) => {
                     out.extend(dequantize_row(q.dtype(), &q.data()?, vocab, token, hidden)?)
                 }
+                Embedding::Stored(Matrix::Ggml(g)) => {
+                    out.extend(dequantize_row(g.dtype, &g.bytes, vocab, token, hidden)?)
+                }
                 Embedding::Stored(Matrix::Dense(t)) => out.extend(t.get(token)?.to_vec1::<f32>()?),
                 Embedding::Tied(weight) => out.extend(weight.row(token)?),
             }

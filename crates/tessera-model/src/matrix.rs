@@ -19,8 +19,24 @@ use tessera_kernels::{Format, HalfKind, HalfWeights, KernelError, Path, Q8Activa
 pub enum Matrix {
     /// GGUF blocks (any type candle reads).
     Quantized(QTensor),
+    /// GGUF blocks as read from the file, for a type with Tessera's own
+    /// kernel: repacked straight from these bytes (no candle copy between).
+    Ggml(GgmlMatrix),
     /// Dense f32.
     Dense(Tensor),
+}
+
+/// A `[rows, cols]` matrix of GGML blocks of `dtype`, rows in order.
+#[derive(Debug)]
+pub struct GgmlMatrix {
+    /// The block type.
+    pub dtype: GgmlDType,
+    /// `out`.
+    pub rows: usize,
+    /// `in`.
+    pub cols: usize,
+    /// `rows × cols / block size` blocks.
+    pub bytes: Vec<u8>,
 }
 
 impl Matrix {
@@ -28,6 +44,7 @@ impl Matrix {
     pub fn dims(&self) -> Result<(usize, usize)> {
         let dims = match self {
             Matrix::Quantized(q) => q.shape().dims2()?,
+            Matrix::Ggml(g) => (g.rows, g.cols),
             Matrix::Dense(t) => t.dims2()?,
         };
         Ok(dims)
@@ -45,10 +62,7 @@ impl Matrix {
         let mut rows = 0;
         let mut bytes = Vec::new();
         let mut dense = Vec::new();
-        let dtype = match &parts[0] {
-            Matrix::Quantized(q) => Some(q.dtype()),
-            Matrix::Dense(_) => None,
-        };
+        let dtype = storage_type(&parts[0]);
         for part in parts {
             let (r, c) = part.dims()?;
             if c != cols {
@@ -59,6 +73,7 @@ impl Matrix {
             rows += r;
             match (part, dtype) {
                 (Matrix::Quantized(q), Some(d)) if q.dtype() == d => bytes.extend_from_slice(&q.data()?),
+                (Matrix::Ggml(g), Some(d)) if g.dtype == d => bytes.extend_from_slice(&g.bytes),
                 (Matrix::Dense(t), None) => dense.push(t),
                 _ => {
                     return Err(ModelError::InvalidConfig(
@@ -68,10 +83,12 @@ impl Matrix {
             }
         }
         match dtype {
-            Some(d) => Ok(Matrix::Quantized(QTensor::new(
-                QStorage::from_data(bytes.into(), &Device::Cpu, d)?,
-                (rows, cols),
-            )?)),
+            Some(dtype) => Ok(Matrix::Ggml(GgmlMatrix {
+                dtype,
+                rows,
+                cols,
+                bytes,
+            })),
             None => Ok(Matrix::Dense(Tensor::cat(&dense, 0)?)),
         }
     }
@@ -79,14 +96,15 @@ impl Matrix {
     /// Rows `[start, start + len)` as a matmul operand.
     fn row_slice(&self, start: usize, len: usize) -> Result<QMatMul> {
         let (rows, cols) = self.dims()?;
+        let slice_of = |data: &[u8], dtype: GgmlDType| -> Result<QMatMul> {
+            let row_bytes = data.len() / rows;
+            let slice = data[start * row_bytes..(start + len) * row_bytes].to_vec();
+            let storage = QStorage::from_data(slice.into(), &Device::Cpu, dtype)?;
+            Ok(QMatMul::from_qtensor(QTensor::new(storage, (len, cols))?)?)
+        };
         match self {
-            Matrix::Quantized(q) => {
-                let data = q.data()?;
-                let row_bytes = data.len() / rows;
-                let slice = data[start * row_bytes..(start + len) * row_bytes].to_vec();
-                let storage = QStorage::from_data(slice.into(), &Device::Cpu, q.dtype())?;
-                Ok(QMatMul::from_qtensor(QTensor::new(storage, (len, cols))?)?)
-            }
+            Matrix::Quantized(q) => slice_of(&q.data()?, q.dtype()),
+            Matrix::Ggml(g) => slice_of(&g.bytes, g.dtype),
             Matrix::Dense(t) => Ok(QMatMul::Tensor(t.narrow(0, start, len)?.contiguous()?)),
         }
     }
@@ -139,7 +157,7 @@ enum Kernel {
 }
 
 /// The half-precision kind of a GGML type, if it is one.
-fn half_kind(dtype: GgmlDType) -> Option<HalfKind> {
+pub(crate) fn half_kind(dtype: GgmlDType) -> Option<HalfKind> {
     match dtype {
         GgmlDType::F16 => Some(HalfKind::F16),
         GgmlDType::BF16 => Some(HalfKind::Bf16),
@@ -148,7 +166,7 @@ fn half_kind(dtype: GgmlDType) -> Option<HalfKind> {
 }
 
 /// The `tessera-kernels` format of a GGML type, if it has one.
-fn kernel_format(dtype: GgmlDType) -> Option<Format> {
+pub(crate) fn kernel_format(dtype: GgmlDType) -> Option<Format> {
     match dtype {
         GgmlDType::Q8_0 => Some(Format::Q8_0),
         GgmlDType::Q4_0 => Some(Format::Q4_0),
@@ -178,6 +196,7 @@ fn row_ranges(rows: usize) -> Vec<Range<usize>> {
 fn storage_type(matrix: &Matrix) -> Option<GgmlDType> {
     match matrix {
         Matrix::Quantized(q) => Some(q.dtype()),
+        Matrix::Ggml(g) => Some(g.dtype),
         Matrix::Dense(_) => None,
     }
 }
@@ -195,14 +214,19 @@ impl Part {
         let half = storage_type(&matrix)
             .and_then(half_kind)
             .filter(|_| cols.is_multiple_of(8));
-        let kernel = match (&matrix, storage_type(&matrix).and_then(kernel_format), half) {
-            (Matrix::Quantized(q), Some(format), _) => Kernel::Tessera {
-                weights: Weights::from_ggml(format, &q.data()?, rows, cols)
+        let bytes = match &matrix {
+            Matrix::Quantized(q) => Some(q.data()?),
+            Matrix::Ggml(g) => Some(std::borrow::Cow::Borrowed(&g.bytes[..])),
+            Matrix::Dense(_) => None,
+        };
+        let kernel = match (bytes, storage_type(&matrix).and_then(kernel_format), half) {
+            (Some(bytes), Some(format), _) => Kernel::Tessera {
+                weights: Weights::from_ggml(format, &bytes, rows, cols)
                     .map_err(|e| ModelError::InvalidConfig(format!("{format:?} weights: {e}")))?,
                 slices,
             },
-            (Matrix::Quantized(q), None, Some(kind)) => Kernel::Half {
-                weights: HalfWeights::from_ggml(kind, &q.data()?, rows, cols)
+            (Some(bytes), None, Some(kind)) => Kernel::Half {
+                weights: HalfWeights::from_ggml(kind, &bytes, rows, cols)
                     .map_err(|e| ModelError::InvalidConfig(format!("{kind:?} weights: {e}")))?,
                 slices,
             },
