@@ -77,6 +77,17 @@ fn tools() -> Value {
     ])
 }
 
+/// An object whose required `list` nests `depth` arrays: deeper than a value may
+/// nest (arrays, since serde_json refuses a body nested over 128 levels and
+/// each object schema takes two).
+fn nested_arrays(depth: usize) -> Value {
+    let list = (0..depth).fold(
+        json!({"type": "integer"}),
+        |inner, _| json!({"type": "array", "items": inner, "minItems": 1}),
+    );
+    json!({"type": "object", "properties": {"list": list}, "required": ["list"]})
+}
+
 fn user(text: &str) -> Value {
     json!([{"role": "user", "content": text}])
 }
@@ -158,6 +169,11 @@ async fn bad_inputs_get_their_status_and_name_the_field() {
             json!({"messages": user("hi"), "tools": [{"type": "function", "function": {"name": "t", "parameters": {"type": "strin"}}}]}),
             Some("tools"),
             "unknown type `strin`",
+        ),
+        (
+            json!({"messages": user("hi"), "tools": [{"type": "function", "function": {"name": "t", "parameters": nested_arrays(70)}}], "tool_choice": "required"}),
+            Some("tools"),
+            "nest more than 64 deep",
         ),
         (
             json!({"messages": user("hi"), "tools": [{"type": "function", "function": {"name": "t"}}, {"type": "function", "function": {"name": "t"}}]}),

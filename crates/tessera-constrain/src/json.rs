@@ -10,14 +10,12 @@
 //! (never more: a model cannot loop on whitespace).
 
 use crate::literal::LitNode;
-use crate::schema::{Node, NodeId, ObjectShape, SchemaArena};
+use crate::schema::{Node, NodeId, ObjectShape, SchemaArena, MAX_DEPTH};
 use std::collections::HashMap;
 
 /// An interned stack of open containers; 0 is the empty stack.
 pub(crate) type StackId = u32;
 
-/// Deepest nesting accepted.
-const MAX_DEPTH: u32 = 32;
 /// `current` when the value being read belongs to an undeclared property.
 const ADDITIONAL: u32 = u32::MAX;
 

@@ -27,7 +27,7 @@ pub use error::ConstrainError;
 pub use format::{CallFormat, Envelope};
 pub use matcher::{RejectedToken, TokenMask, ToolCallMatcher};
 pub use output::{parse_response, tools_prompt, CallParseError, CallSyntax, ParsedResponse, ToolCall};
-pub use schema::MAX_PROPERTIES;
+pub use schema::{MAX_DEPTH, MAX_PROPERTIES};
 pub use stream::{CallStreamParser, StreamPiece};
 pub use tools::{tools_hash, CompiledTools, ToolDef, ToolSetCache, MAX_NAME_LEN};
 pub use vocab::Vocabulary;

@@ -8,7 +8,10 @@
 //! Annotations (`description`, `title`, `default`, `examples`, `$schema`...)
 //! are ignored silently; any other keyword is reported once per tool as a
 //! warning and ignored (the automaton then accepts a superset). `enum`/`const`
-//! values must be written in canonical JSON (compact, sorted keys).
+//! values must be written in canonical JSON (compact, sorted keys). Containers
+//! may nest [`MAX_DEPTH`] deep; a deeper schema is refused with the path where
+//! it crosses the limit (every container in a schema can be reached, so the
+//! automaton must be able to open each one).
 
 use crate::literal::LiteralTrie;
 use crate::ConstrainError;
@@ -19,6 +22,12 @@ pub(crate) type NodeId = u32;
 
 /// Most properties one object schema may declare (seen sets are `u64` bit sets).
 pub const MAX_PROPERTIES: usize = 64;
+
+/// Deepest nesting of containers (objects and arrays) a value may have: a
+/// schema whose containers nest deeper is refused when it compiles, naming
+/// where it crosses the limit, so the automaton never reaches a state that
+/// must open a container it cannot hold (an empty mask mid-call).
+pub const MAX_DEPTH: u32 = 64;
 
 /// A value shape.
 #[derive(Debug, Clone)]
@@ -91,6 +100,8 @@ pub(crate) struct SchemaArena {
     pub any_object: NodeId,
     /// Unsupported keywords met, one line per (tool, keyword).
     pub warnings: Vec<String>,
+    /// Containers enclosing the schema being compiled.
+    open_containers: u32,
 }
 
 /// The first bytes a value of a shape can start with.
@@ -160,6 +171,7 @@ impl SchemaArena {
             any: 0,
             any_object: 0,
             warnings: Vec::new(),
+            open_containers: 0,
         };
         arena.any_object = arena.push(Node::Object(ObjectShape {
             keys: 0,
@@ -291,10 +303,25 @@ impl SchemaArena {
             "integer" => self.push(Node::Integer),
             "number" => self.push(Node::Number),
             "string" => self.push(Node::String),
-            "array" => self.array(map, at)?,
-            "object" => self.object(map, at)?,
+            "array" | "object" => self.container(name, map, at)?,
             other => return Err(at.child("type").error(format!("unknown type `{other}`"))),
         })
+    }
+
+    /// An array or object schema, one container deeper than its parent.
+    fn container(&mut self, name: &str, map: &Map<String, Value>, at: &At<'_>) -> Result<NodeId, ConstrainError> {
+        if self.open_containers >= MAX_DEPTH {
+            return Err(at.error(format!(
+                "containers nest more than {MAX_DEPTH} deep here (objects and arrays count); deeper values are not supported"
+            )));
+        }
+        self.open_containers += 1;
+        let node = match name {
+            "array" => self.array(map, at),
+            _ => self.object(map, at),
+        };
+        self.open_containers -= 1;
+        node
     }
 
     fn array(&mut self, map: &Map<String, Value>, at: &At<'_>) -> Result<NodeId, ConstrainError> {
