@@ -177,8 +177,26 @@ impl GgufSource {
         if !own || self.dequantize || requantized || !cols.is_multiple_of(dtype.block_size()) {
             return Ok(None);
         }
-        let len = rows * cols / dtype.block_size() * dtype.type_size();
-        let start = self.content.tensor_data_offset + info.offset;
+        let start = self.content.tensor_data_offset.saturating_add(info.offset);
+        let file_len = self
+            .reader
+            .get_ref()
+            .metadata()
+            .map_err(|e| ModelError::io(&self.path, e))?
+            .len();
+        let len = rows
+            .checked_mul(cols)
+            .and_then(|values| (values / dtype.block_size()).checked_mul(dtype.type_size()))
+            .filter(|&len| start.checked_add(len as u64).is_some_and(|end| end <= file_len));
+        let Some(len) = len else {
+            return Err(ModelError::Corrupt {
+                path: self.path.clone(),
+                format: "GGUF",
+                reason: format!(
+                    "tensor `{name}` of shape [{rows}, {cols}] at {start} runs past the file's {file_len} bytes"
+                ),
+            });
+        };
         let corrupt = |e: std::io::Error| ModelError::Corrupt {
             path: self.path.clone(),
             format: "GGUF",

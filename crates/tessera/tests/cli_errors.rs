@@ -58,7 +58,7 @@ fn truncated_model_file() {
     let path = temp_file("truncated.gguf", &bytes[..bytes.len() / 3]);
     check_fails(
         tessera(&["generate", "--model", path.to_str().unwrap(), "-p", "hi"]),
-        &["truncated.gguf", "GGUF"],
+        &["truncated.gguf", "GGUF", "runs past the file"],
     );
 }
 
