@@ -11,7 +11,10 @@ use std::ops::Range;
 /// Activation rows per chunk (32 rows × 576 bytes stay in L1 for SmolLM2).
 const ACT_CHUNK: usize = 32;
 
-/// See `portable::matmul`; the caller checked the shapes and that the CPU has AVX2 and FMA.
+/// See `portable::matmul`.
+///
+/// # Safety
+/// The CPU has AVX2 and FMA; the caller checked the shapes.
 #[target_feature(enable = "avx2,fma")]
 pub(crate) unsafe fn matmul(w: &Q8_0Weights, rows: Range<usize>, x: &Q8Activations, out: &mut [f32], stride: usize) {
     let n = x.rows();
@@ -62,6 +65,9 @@ pub(crate) unsafe fn matmul(w: &Q8_0Weights, rows: Range<usize>, x: &Q8Activatio
 }
 
 /// Outputs for weight rows `r0..r0+R` × activation rows `j0..j0+C`.
+///
+/// # Safety
+/// As [`matmul`]; `r0 + R` and `j0 + C` lie inside the weights and activations.
 #[target_feature(enable = "avx2,fma")]
 #[inline]
 unsafe fn tile<const R: usize, const C: usize>(

@@ -158,14 +158,20 @@ pub(crate) mod avx2 {
     use half::f16;
     use std::arch::x86_64::*;
 
-    /// Eight floats at `p`. Safety: AVX, and 8 readable floats at `p`.
+    /// Eight floats at `p`.
+    ///
+    /// # Safety
+    /// AVX, and 8 readable floats at `p`.
     #[target_feature(enable = "avx2,fma,f16c")]
     #[inline]
     pub(crate) unsafe fn load_f32(p: *const f32) -> __m256 {
         _mm256_loadu_ps(p)
     }
 
-    /// Eight halves at `p`, widened. Safety: F16C, and 8 readable halves at `p`.
+    /// Eight halves at `p`, widened.
+    ///
+    /// # Safety
+    /// F16C, and 8 readable halves at `p`.
     #[target_feature(enable = "avx2,fma,f16c")]
     #[inline]
     pub(crate) unsafe fn load_f16(p: *const f16) -> __m256 {
@@ -258,7 +264,10 @@ pub(crate) mod avx2 {
         x.to_f32()
     }
 
-    /// See [`super::dot`]. Safety: the CPU has AVX2, FMA and F16C.
+    /// See [`super::dot`].
+    ///
+    /// # Safety
+    /// The CPU has AVX2, FMA and F16C.
     #[target_feature(enable = "avx2,fma,f16c")]
     #[inline]
     pub unsafe fn dot(a: &[f32], b: &[f32]) -> f32 {
@@ -266,21 +275,29 @@ pub(crate) mod avx2 {
     }
 
     /// See [`super::dot_f16`]: [`dot`]'s order on the widened values.
-    /// Safety: the CPU has AVX2, FMA and F16C.
+    ///
+    /// # Safety
+    /// The CPU has AVX2, FMA and F16C.
     #[target_feature(enable = "avx2,fma,f16c")]
     #[inline]
     pub unsafe fn dot_f16(a: &[f32], b: &[f16]) -> f32 {
         dot_body!(a, b, load_f16, widen)
     }
 
-    /// See [`super::axpy`]. Safety: the CPU has AVX2, FMA and F16C.
+    /// See [`super::axpy`].
+    ///
+    /// # Safety
+    /// The CPU has AVX2, FMA and F16C.
     #[target_feature(enable = "avx2,fma,f16c")]
     #[inline]
     pub unsafe fn axpy(y: &mut [f32], alpha: f32, x: &[f32]) {
         axpy_body!(y, alpha, x, load_f32, same)
     }
 
-    /// See [`super::axpy_rows`]. Safety: the CPU has AVX2, FMA and F16C.
+    /// See [`super::axpy_rows`].
+    ///
+    /// # Safety
+    /// The CPU has AVX2, FMA and F16C.
     #[target_feature(enable = "avx2,fma,f16c")]
     #[inline]
     pub unsafe fn axpy_rows(y: &mut [f32], alphas: &[f32], rows: &[f32]) {
@@ -288,7 +305,10 @@ pub(crate) mod avx2 {
     }
 
     /// See [`super::axpy_rows_f16`]: [`axpy_rows`]'s arithmetic on the widened
-    /// rows. Safety: the CPU has AVX2, FMA and F16C.
+    /// rows.
+    ///
+    /// # Safety
+    /// The CPU has AVX2, FMA and F16C.
     #[target_feature(enable = "avx2,fma,f16c")]
     #[inline]
     pub unsafe fn axpy_rows_f16(y: &mut [f32], alphas: &[f32], rows: &[f16]) {
@@ -296,6 +316,9 @@ pub(crate) mod avx2 {
     }
 
     /// [`axpy_rows`] for rows not a multiple of 64 wide: one [`axpy`] per row.
+    ///
+    /// # Safety
+    /// The CPU has AVX2, FMA and F16C.
     #[target_feature(enable = "avx2,fma,f16c")]
     #[inline(never)]
     unsafe fn axpy_rows_any_width(y: &mut [f32], alphas: &[f32], rows: &[f32]) {
@@ -305,6 +328,9 @@ pub(crate) mod avx2 {
     }
 
     /// [`axpy_rows_f16`] for rows not a multiple of 64 wide.
+    ///
+    /// # Safety
+    /// The CPU has AVX2, FMA and F16C.
     #[target_feature(enable = "avx2,fma,f16c")]
     #[inline(never)]
     unsafe fn axpy_rows_any_width_f16(y: &mut [f32], alphas: &[f32], rows: &[f16]) {
@@ -313,9 +339,13 @@ pub(crate) mod avx2 {
         }
     }
 
+    /// The lanes' sum: `((l0+l4)+(l2+l6)) + ((l1+l5)+(l3+l7))`.
+    ///
+    /// # Safety
+    /// The CPU has AVX2, FMA and F16C.
     #[target_feature(enable = "avx2,fma,f16c")]
     #[inline]
-    unsafe fn horizontal_sum(v: __m256) -> f32 {
+    pub(crate) unsafe fn horizontal_sum(v: __m256) -> f32 {
         let hi = _mm256_extractf128_ps(v, 1);
         let lo = _mm256_castps256_ps128(v);
         let s = _mm_add_ps(hi, lo);

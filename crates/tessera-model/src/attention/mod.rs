@@ -94,6 +94,10 @@ macro_rules! attend_body {
 /// their target features, and each build stays small enough for them to).
 macro_rules! attend_fn {
     ($(#[$attr:meta])* $name:ident, $elem:ty, $scores:path, $max:path, $exp:path, $axpy_rows:path) => {
+        /// One build of `attend_range`'s loop.
+        ///
+        /// # Safety
+        /// The CPU has the features the build enables (none for the portable builds).
         $(#[$attr])*
         #[allow(unused_unsafe, clippy::too_many_arguments)] // the portable builds' primitives are safe
         unsafe fn $name(

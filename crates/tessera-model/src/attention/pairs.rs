@@ -234,7 +234,8 @@ unsafe fn scaled_dots<const H: usize, const D: usize>(
             }
         }
         for h in 0..H {
-            scores[h][key] = reduce_one(fold(acc[h])) * scale;
+            // SAFETY: the caller's contract (AVX2, FMA, F16C).
+            scores[h][key] = unsafe { crate::simd::avx2::horizontal_sum(fold(acc[h])) } * scale;
         }
         key += 1;
     }
@@ -257,15 +258,6 @@ unsafe fn widen(p: *const f16) -> __m512 {
 fn fold(acc: __m512) -> __m256 {
     let hi = _mm256_castpd_ps(_mm512_extractf64x4_pd::<1>(_mm512_castps_pd(acc)));
     _mm256_add_ps(_mm512_castps512_ps256(acc), hi)
-}
-
-/// One key's eight lanes summed as `simd::avx2::dot` sums them.
-#[target_feature(enable = "avx2")]
-#[inline]
-fn reduce_one(v: __m256) -> f32 {
-    let s = _mm_add_ps(_mm256_extractf128_ps::<1>(v), _mm256_castps256_ps128(v));
-    let s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-    _mm_cvtss_f32(_mm_add_ss(s, _mm_movehdup_ps(s)))
 }
 
 /// Four keys' eight lanes each, summed as `tile::avx2`'s batched scores sum them.
