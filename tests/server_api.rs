@@ -121,6 +121,11 @@ async fn bad_inputs_get_their_status_and_name_the_field() {
     let (status, text) = send(&state, "POST", "/v1/chat/completions", "{\"messages\": [", &[]).await;
     let body: Value = serde_json::from_str(&text).unwrap();
     assert_error(status, &body, ok, None, "not valid JSON");
+    // A 400 for a schema names the field down to the keyword.
+    let deep_param = format!("tools[0].function.parameters.properties.list{}", ".items".repeat(63));
+    let mut not_in_third_tool = tools();
+    not_in_third_tool[2] = json!({"type": "function", "function": {"name": "todo_add",
+        "parameters": {"type": "object", "properties": {"due": {"type": "string", "not": {"const": ""}}}}}});
     let cases: Vec<(Value, Option<&str>, &str)> = vec![
         (
             json!({"messages": user("hi"), "temperature": "hot"}),
@@ -167,13 +172,23 @@ async fn bad_inputs_get_their_status_and_name_the_field() {
         ),
         (
             json!({"messages": user("hi"), "tools": [{"type": "function", "function": {"name": "t", "parameters": {"type": "strin"}}}]}),
-            Some("tools"),
+            Some("tools[0].function.parameters.type"),
             "unknown type `strin`",
         ),
         (
             json!({"messages": user("hi"), "tools": [{"type": "function", "function": {"name": "t", "parameters": nested_arrays(70)}}], "tool_choice": "required"}),
-            Some("tools"),
+            Some(deep_param.as_str()),
             "nest more than 64 deep",
+        ),
+        (
+            json!({"messages": user("hi"), "tools": not_in_third_tool, "tool_choice": "required"}),
+            Some("tools[2].function.parameters.properties.due.not"),
+            "keyword `not` is not supported",
+        ),
+        (
+            json!({"messages": user("hi"), "response_format": {"type": "json_schema", "json_schema": {"name": "x", "schema": {"type": "object", "properties": {"a": {"anyOf": [{"type": "string"}, {"uniqueItems": true}]}}}}}}),
+            Some("response_format.json_schema.schema.properties.a.anyOf[1].uniqueItems"),
+            "keyword `uniqueItems` is not supported",
         ),
         (
             json!({"messages": user("hi"), "tools": [{"type": "function", "function": {"name": "t"}}, {"type": "function", "function": {"name": "t"}}]}),
@@ -260,6 +275,35 @@ async fn bad_inputs_get_their_status_and_name_the_field() {
     let (status, answer) = post(&state, history).await;
     assert_eq!(status, StatusCode::OK, "{answer}");
     wait_for_baseline(&state).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lenient_server_ignores_what_it_cannot_enforce_and_says_so() {
+    let state = state(ServerConfig {
+        lenient_schemas: true,
+        ..ServerConfig::default()
+    });
+    let tool = json!([{"type": "function", "function": {"name": "todo_add", "parameters": {"type": "object",
+        "properties": {"title": {"type": "string", "not": {"const": ""}}}, "required": ["title"], "additionalProperties": false}}}]);
+    let body = json!({"messages": user("Add a todo: buy milk"), "tools": tool, "tool_choice": "required", "temperature": 0, "max_tokens": 32});
+    let request = Request::builder()
+        .method("POST")
+        .uri("/v1/chat/completions")
+        .header("content-type", "application/json")
+        .body(Body::from(body.to_string()))
+        .unwrap();
+    let response = router(state.clone()).oneshot(request).await.unwrap();
+    assert_eq!(response.status(), StatusCode::OK);
+    let warning = response
+        .headers()
+        .get("x-tessera-schema-warnings")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default()
+        .to_string();
+    assert!(
+        warning.contains("`todo_add` at /properties/title/not ignored"),
+        "{warning}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

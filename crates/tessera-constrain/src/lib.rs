@@ -20,6 +20,7 @@ mod output;
 mod schema;
 mod stream;
 mod tools;
+mod value;
 mod vocab;
 
 pub use call::{CallMode, ToolChoice};
@@ -27,9 +28,10 @@ pub use error::ConstrainError;
 pub use format::{CallFormat, Envelope};
 pub use matcher::{RejectedToken, TokenMask, ToolCallMatcher};
 pub use output::{parse_response, tools_prompt, CallParseError, CallSyntax, ParsedResponse, ToolCall};
-pub use schema::{MAX_DEPTH, MAX_PROPERTIES};
+pub use schema::{SchemaOptions, MAX_DEPTH, MAX_PROPERTIES};
 pub use stream::{CallStreamParser, StreamPiece};
 pub use tools::{tools_hash, CompiledTools, ToolDef, ToolSetCache, MAX_NAME_LEN};
+pub use value::ValueSchema;
 pub use vocab::Vocabulary;
 
 /// First byte of a special token's bytes (never the first byte of UTF-8 text).

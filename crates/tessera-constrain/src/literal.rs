@@ -20,6 +20,8 @@ struct Node {
 #[derive(Debug, Clone)]
 pub(crate) struct LiteralTrie {
     nodes: Vec<Node>,
+    /// The strings, by index.
+    strings: Vec<Vec<u8>>,
 }
 
 impl LiteralTrie {
@@ -27,11 +29,17 @@ impl LiteralTrie {
     pub fn new<S: AsRef<[u8]>>(strings: &[S]) -> Self {
         let mut trie = Self {
             nodes: vec![Node::default()],
+            strings: strings.iter().map(|s| s.as_ref().to_vec()).collect(),
         };
         for (index, string) in strings.iter().enumerate() {
             trie.insert(string.as_ref(), index as u32);
         }
         trie
+    }
+
+    /// The strings the trie was built from, by index.
+    pub fn strings(&self) -> &[Vec<u8>] {
+        &self.strings
     }
 
     fn insert(&mut self, bytes: &[u8], index: u32) {

@@ -2,7 +2,7 @@
 //! against them into the set of names a call may use.
 
 use crate::literal::LiteralTrie;
-use crate::schema::{NodeId, SchemaArena};
+use crate::schema::{NodeId, SchemaArena, SchemaOptions};
 use crate::ConstrainError;
 use serde_json::Value;
 use std::hash::{Hash, Hasher};
@@ -67,9 +67,15 @@ fn check_name(index: usize, name: &str) -> Result<(), ConstrainError> {
 }
 
 impl CompiledTools {
-    /// Validate names (non-empty, unique, `[A-Za-z0-9_.-]`) and compile every schema.
+    /// Validate names (non-empty, unique, `[A-Za-z0-9_.-]`) and compile every
+    /// schema for generation ([`SchemaOptions::GENERATION`]).
     pub fn compile(tools: &[ToolDef]) -> Result<Self, ConstrainError> {
-        let mut arena = SchemaArena::new();
+        Self::compile_with(tools, SchemaOptions::GENERATION)
+    }
+
+    /// [`compile`](Self::compile) with the schemas read as `options` say.
+    pub fn compile_with(tools: &[ToolDef], options: SchemaOptions) -> Result<Self, ConstrainError> {
+        let mut arena = SchemaArena::new(options);
         let mut names: Vec<String> = Vec::with_capacity(tools.len());
         let mut roots = Vec::with_capacity(tools.len());
         for (index, tool) in tools.iter().enumerate() {
@@ -98,7 +104,7 @@ impl CompiledTools {
         self.hash
     }
 
-    /// Unsupported schema keywords met (each reported once).
+    /// Keywords ignored under [`SchemaOptions::lenient`], each with its path (empty when strict).
     pub fn warnings(&self) -> &[String] {
         &self.arena.warnings
     }
@@ -140,15 +146,22 @@ impl CompiledTools {
 #[derive(Debug)]
 pub struct ToolSetCache {
     capacity: usize,
+    options: SchemaOptions,
     /// (hash, the definitions, their compiled set), most recently used last.
     sets: Vec<(u64, Vec<ToolDef>, std::sync::Arc<CompiledTools>)>,
 }
 
 impl ToolSetCache {
-    /// A cache of at most `capacity` sets (at least one).
+    /// A cache of at most `capacity` sets (at least one), compiled for generation.
     pub fn new(capacity: usize) -> Self {
+        Self::with_options(capacity, SchemaOptions::GENERATION)
+    }
+
+    /// A cache whose sets are compiled with `options`.
+    pub fn with_options(capacity: usize, options: SchemaOptions) -> Self {
         Self {
             capacity: capacity.max(1),
+            options,
             sets: Vec::new(),
         }
     }
@@ -163,7 +176,7 @@ impl ToolSetCache {
             self.sets.push(entry);
             return Ok(set);
         }
-        let set = std::sync::Arc::new(CompiledTools::compile(tools)?);
+        let set = std::sync::Arc::new(CompiledTools::compile_with(tools, self.options)?);
         if self.sets.len() == self.capacity {
             self.sets.remove(0);
         }

@@ -18,14 +18,20 @@ pub(crate) struct Split {
 }
 
 impl Split {
-    fn new(trie: &TokTrie, token_bytes: &[Vec<u8>], is_structural: impl Fn(u8) -> bool) -> Self {
+    /// Plain tokens: no byte `is_structural` and `whole(bytes)`.
+    fn new(
+        trie: &TokTrie,
+        token_bytes: &[Vec<u8>],
+        is_structural: impl Fn(u8) -> bool,
+        whole: impl Fn(&[u8]) -> bool,
+    ) -> Self {
         let mut plain = trie.alloc_token_set();
         let mut rest = trie.alloc_token_set();
         for (id, bytes) in token_bytes.iter().enumerate() {
             if bytes.is_empty() {
                 continue;
             }
-            if bytes.iter().any(|&b| is_structural(b)) {
+            if bytes.iter().any(|&b| is_structural(b)) || !whole(bytes) {
                 rest.allow_token(id as u32);
             } else {
                 plain.allow_token(id as u32);
@@ -51,7 +57,8 @@ pub struct Vocabulary {
     pub(crate) stop_tokens: Vec<u32>,
     /// Free text: `<`, `[` or `{` may start an opener, `0xFF` marks special tokens.
     pub(crate) text: Split,
-    /// Inside a JSON string: `"` and `\` end or escape, control bytes are invalid.
+    /// Inside a JSON string: `"` and `\` end or escape, control bytes are invalid,
+    /// tokens that are not whole UTF-8 characters change the lexer's state.
     pub(crate) string: Split,
 }
 
@@ -74,10 +81,14 @@ impl Vocabulary {
             // toktrie refuses an empty list; a vocabulary without end-of-turn tokens keeps its default.
             trie = trie.with_eos_tokens(stop_tokens);
         }
-        let text = Split::new(&trie, token_bytes, is_text_structural);
-        let string = Split::new(&trie, token_bytes, |b| {
-            b == b'"' || b == b'\\' || b < 0x20 || b == crate::SPECIAL_TOKEN_MARKER
-        });
+        let text = Split::new(&trie, token_bytes, is_text_structural, |_| true);
+        // Strings are valid UTF-8: a token holding part of a character moves the lexer mid-character.
+        let string = Split::new(
+            &trie,
+            token_bytes,
+            |b| b == b'"' || b == b'\\' || b < 0x20 || b == crate::SPECIAL_TOKEN_MARKER,
+            |bytes| std::str::from_utf8(bytes).is_ok(),
+        );
         Self {
             trie,
             stop_tokens: stop_tokens.to_vec(),

@@ -6,7 +6,7 @@
 use serde_json::{json, Value};
 use std::sync::Arc;
 use tessera_constrain::{
-    CallFormat, CallMode, CompiledTools, ConstrainError, Envelope, ToolCallMatcher, ToolChoice, ToolDef,
+    CallFormat, CallMode, CompiledTools, ConstrainError, Envelope, SchemaOptions, ToolCallMatcher, ToolChoice, ToolDef,
 };
 
 fn tool(name: &str, parameters: Value) -> ToolDef {
@@ -278,21 +278,43 @@ fn bad_tool_definitions_are_clear_errors() {
     assert!(compile(&[tool("t", json!({"type": "string"}))])
         .unwrap()
         .contains("must be an object schema"));
-    assert!(compile(&[tool("t", json!({"type": "object", "required": ["x"]}))])
-        .unwrap()
-        .contains("`x` is not among the properties"));
+    // A required name that is not declared is any value, unless undeclared keys are forbidden.
+    assert_eq!(
+        compile(&[tool("t", json!({"type": "object", "required": ["x"]}))]),
+        None
+    );
+    assert!(compile(&[tool(
+        "t",
+        json!({"type": "object", "required": ["x"], "additionalProperties": false})
+    )])
+    .unwrap()
+    .contains("at /: the schema accepts no value"));
     assert!(
         compile(&[tool("t", json!({"type": "array", "minItems": 3, "maxItems": 1}))])
             .unwrap()
-            .contains("minItems (3) exceeds maxItems (1)")
+            .contains("accepts no value")
     );
-    // Unsupported keywords are reported once and ignored.
+    // Keywords the automaton cannot enforce are refused with their path, or (lenient) ignored with a warning each.
     let tools = [tool(
         "t",
-        json!({"type": "object", "properties": {"s": {"type": "string", "pattern": "^a", "maxLength": 3}, "u": {"type": "string", "pattern": "x"}}}),
+        json!({"type": "object", "properties": {"s": {"type": "string", "not": {"maxLength": 3}}, "u": {"type": "string", "uniqueItems": true, "if": {}}}}),
     )];
-    let compiled = CompiledTools::compile(&tools).unwrap();
-    assert_eq!(compiled.warnings().len(), 2, "{:?}", compiled.warnings());
+    let refused = CompiledTools::compile(&tools).unwrap_err().to_string();
+    assert!(
+        refused.contains("at /properties/s/not: keyword `not` is not supported"),
+        "{refused}"
+    );
+    let lenient = SchemaOptions {
+        lenient: true,
+        ..SchemaOptions::GENERATION
+    };
+    let compiled = CompiledTools::compile_with(&tools, lenient).unwrap();
+    assert_eq!(compiled.warnings().len(), 3, "{:?}", compiled.warnings());
+    assert!(
+        compiled.warnings()[0].contains("/properties/s/not"),
+        "{:?}",
+        compiled.warnings()
+    );
 }
 
 #[test]

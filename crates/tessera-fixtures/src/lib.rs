@@ -1,8 +1,9 @@
 //! What the tests need from outside the repository, fetched on first use so
 //! that `cargo test` alone sets up a fresh clone: the shipped models (through
 //! `scripts/fetch-model.sh NAME`, which prints a line per piece and verifies
-//! the SHA-256) and the official `openai` client's venv (through
-//! `scripts/setup-openai-client.sh`). Both scripts take a lock, so parallel
+//! the SHA-256), the official JSON Schema Test Suite (through
+//! `scripts/fetch-schema-suite.sh`) and the official `openai` client's venv
+//! (through `scripts/setup-openai-client.sh`). Both scripts take a lock, so parallel
 //! test binaries wait for one fetch instead of racing. A fetch that fails
 //! fails the test loudly, with the script's own words; nothing is skipped.
 #![deny(missing_docs)]
@@ -76,6 +77,31 @@ pub fn openai_python() -> PathBuf {
             assert!(
                 path.is_file(),
                 "scripts/setup-openai-client.sh printed {out:?}, which is not a file"
+            );
+            path
+        })
+        .clone()
+}
+
+/// The official JSON Schema Test Suite's `draft2020-12` folder (from the
+/// `jsonschema` 4.26.0 sdist), fetched and verified first by
+/// `scripts/fetch-schema-suite.sh` (once per test binary).
+///
+/// # Panics
+/// When the fetch fails (the panic names the command to rerun).
+pub fn json_schema_suite() -> PathBuf {
+    static SUITE: OnceLock<PathBuf> = OnceLock::new();
+    SUITE
+        .get_or_init(|| {
+            let out = run_script(
+                "scripts/fetch-schema-suite.sh",
+                &[],
+                "fetching the JSON Schema Test Suite",
+            );
+            let path = PathBuf::from(out.trim()).join("draft2020-12");
+            assert!(
+                path.is_dir(),
+                "scripts/fetch-schema-suite.sh printed {out:?}, which holds no draft2020-12 folder"
             );
             path
         })

@@ -7,7 +7,7 @@ use crate::prompt::{chat_messages, tool_defs};
 use crate::AppState;
 use serde_json::json;
 use std::sync::Arc;
-use tessera_constrain::{CallMode, CompiledTools, ToolChoice, ToolDef};
+use tessera_constrain::{CallMode, CompiledTools, ConstrainError, ToolChoice, ToolDef};
 use tessera_engine::{GenerateRequest, ToolConstraint};
 use tessera_sample::SamplingParams;
 
@@ -24,6 +24,9 @@ pub struct Job {
     pub stops: Vec<String>,
     /// The model id to echo.
     pub model: String,
+    /// Schema keywords ignored under `--lenient-schemas`, each with its path
+    /// (sent back in the `x-tessera-schema-warnings` header).
+    pub schema_warnings: Vec<String>,
 }
 
 /// Validate `body` into a job; `session` is the `X-Session-Id` header, if sent.
@@ -44,6 +47,12 @@ pub fn chat_job(state: &AppState, body: ChatRequest, session: Option<String>) ->
         .map_err(|error| ApiError::internal("tokenizing a prompt", &error))?;
     let tools = tool_constraint(state, &defs, body.tool_choice.as_ref(), body.parallel_tool_calls)?;
     let response_schema = response_schema(state, body.response_format.as_ref())?;
+    let schema_warnings: Vec<String> = tools
+        .iter()
+        .map(|t| &t.tools)
+        .chain(&response_schema)
+        .flat_map(|compiled| compiled.warnings().iter().cloned())
+        .collect();
     let max_tokens = max_tokens(state, prompt.len(), body.max_completion_tokens.or(body.max_tokens))?;
     // Stop strings end free text; a JSON response is one value, never cut.
     let stops = match response_schema {
@@ -64,6 +73,7 @@ pub fn chat_job(state: &AppState, body: ChatRequest, session: Option<String>) ->
         include_usage: include_usage(body.stream_options.as_ref()),
         stops,
         model: body.model.unwrap_or_else(|| state.config.model_name.clone()),
+        schema_warnings,
     })
 }
 
@@ -167,7 +177,16 @@ fn tool_constraint(
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner)
         .get_or_compile(defs)
-        .map_err(|error| ApiError::invalid("tools", error.to_string()))?;
+        .map_err(|error| {
+            let param = match &error {
+                ConstrainError::InvalidSchema { tool, path, .. } => defs
+                    .iter()
+                    .position(|def| &def.name == tool)
+                    .map(|i| format!("tools[{i}].function.parameters{}", pointer_as_field_path(path))),
+                _ => None,
+            };
+            ApiError::invalid(param.unwrap_or_else(|| "tools".into()), error.to_string())
+        })?;
     // A single forced function is called once, as OpenAI does.
     let single = choice.mode == CallMode::Required
         && choice
@@ -285,5 +304,28 @@ fn response_schema(state: &AppState, format: Option<&ResponseFormat>) -> Result<
         .unwrap_or_else(std::sync::PoisonError::into_inner)
         .get_or_compile(&[def])
         .map(Some)
-        .map_err(|error| ApiError::invalid(param, error.to_string()))
+        .map_err(|error| {
+            let param = match &error {
+                ConstrainError::InvalidSchema { path, .. } => format!("{param}{}", pointer_as_field_path(path)),
+                _ => param.to_string(),
+            };
+            ApiError::invalid(param, error.to_string())
+        })
+}
+
+/// A JSON pointer into a schema as the rest of a request field path:
+/// `/properties/due/pattern` → `.properties.due.pattern`, `/anyOf/1` → `.anyOf[1]`.
+pub(crate) fn pointer_as_field_path(pointer: &str) -> String {
+    pointer
+        .split('/')
+        .skip(1)
+        .filter(|segment| !segment.is_empty())
+        .map(|segment| {
+            let segment = segment.replace("~1", "/").replace("~0", "~");
+            match segment.parse::<usize>() {
+                Ok(index) => format!("[{index}]"),
+                Err(_) => format!(".{segment}"),
+            }
+        })
+        .collect()
 }

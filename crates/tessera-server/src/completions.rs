@@ -82,5 +82,6 @@ pub fn completion_job(state: &AppState, body: CompletionRequest, session: Option
         include_usage: include_usage(body.stream_options.as_ref()),
         stops,
         model: body.model.unwrap_or_else(|| state.config.model_name.clone()),
+        schema_warnings: Vec::new(),
     })
 }

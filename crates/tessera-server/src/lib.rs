@@ -24,7 +24,7 @@ pub use routes::router;
 use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
-use tessera_constrain::ToolSetCache;
+use tessera_constrain::{SchemaOptions, ToolSetCache};
 use tessera_engine::EngineHandle;
 
 /// How the server behaves at its edge.
@@ -42,6 +42,9 @@ pub struct ServerConfig {
     /// Most tokens a response gets when the request names no limit (a small
     /// model can wander inside a string argument for the whole context).
     pub default_max_tokens: usize,
+    /// Ignore schema keywords the constraint cannot enforce (named in a
+    /// warning header) instead of refusing the request.
+    pub lenient_schemas: bool,
 }
 
 impl Default for ServerConfig {
@@ -52,6 +55,7 @@ impl Default for ServerConfig {
             max_body_bytes: DEFAULT_MAX_BODY_BYTES,
             shutdown_grace: Duration::from_secs(30),
             default_max_tokens: DEFAULT_MAX_TOKENS,
+            lenient_schemas: false,
         }
     }
 }
@@ -84,10 +88,14 @@ impl AppState {
             .duration_since(std::time::UNIX_EPOCH)
             .map(|d| d.as_secs())
             .unwrap_or(0);
+        let schemas = SchemaOptions {
+            lenient: config.lenient_schemas,
+            ..SchemaOptions::GENERATION
+        };
         Self {
             engine,
             config: Arc::new(config),
-            tool_sets: Arc::new(Mutex::new(ToolSetCache::new(TOOL_SETS_KEPT))),
+            tool_sets: Arc::new(Mutex::new(ToolSetCache::with_options(TOOL_SETS_KEPT, schemas))),
             next_id: Arc::new(AtomicU64::new(1)),
             started,
         }

@@ -11,7 +11,7 @@ use crate::AppState;
 use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
 use axum::extract::{DefaultBodyLimit, Request, State};
-use axum::http::{header, HeaderMap, Method, StatusCode, Uri};
+use axum::http::{header, HeaderMap, HeaderValue, Method, StatusCode, Uri};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
@@ -77,9 +77,31 @@ async fn chat_completions(
     let job = parse::<ChatRequest>(body, state.config.max_body_bytes)
         .and_then(|request| chat_job(&state, request, session(&headers)));
     match job {
-        Ok(job) => answer(&state, job, Shape::Chat).await,
+        Ok(job) => {
+            let warnings = job.schema_warnings.clone();
+            let mut response = answer(&state, job, Shape::Chat).await;
+            if !warnings.is_empty() {
+                tracing::warn!("lenient schemas: {}", warnings.join("; "));
+                response
+                    .headers_mut()
+                    .insert(SCHEMA_WARNINGS_HEADER, header_text(&warnings.join("; ")));
+            }
+            response
+        }
         Err(error) => error.into_response(),
     }
+}
+
+/// Names the schema keywords a `--lenient-schemas` server ignored for this response.
+pub const SCHEMA_WARNINGS_HEADER: &str = "x-tessera-schema-warnings";
+
+/// `text` as a header value (characters a header cannot carry become `?`).
+fn header_text(text: &str) -> HeaderValue {
+    let visible: String = text
+        .chars()
+        .map(|c| if c.is_ascii_graphic() || c == ' ' { c } else { '?' })
+        .collect();
+    HeaderValue::from_str(&visible).unwrap_or_else(|_| HeaderValue::from_static("?"))
 }
 
 async fn completions(

@@ -48,6 +48,12 @@ pub struct ServeArgs {
     /// Seconds in-flight requests may take to finish after SIGINT/SIGTERM before they are cancelled.
     #[arg(long, default_value_t = 30)]
     shutdown_grace_secs: u64,
+    /// Accept tool and response schemas with keywords the constraint cannot enforce (`not`,
+    /// `if`/`then`/`else`, `uniqueItems`, remote `$ref`s...), ignoring them: the output then obeys
+    /// a looser schema. Each response says which were ignored in an `x-tessera-schema-warnings`
+    /// header (and the log). Without it such schemas are refused with a 400 naming the keyword.
+    #[arg(long)]
+    lenient_schemas: bool,
 }
 
 pub fn run(args: ServeArgs) -> Result<()> {
@@ -81,6 +87,7 @@ pub fn run(args: ServeArgs) -> Result<()> {
             max_body_bytes: args.max_body_bytes,
             shutdown_grace: Duration::from_secs(args.shutdown_grace_secs),
             default_max_tokens: args.default_max_tokens,
+            lenient_schemas: args.lenient_schemas,
         },
     );
     let runtime = tokio::runtime::Builder::new_multi_thread()

@@ -1,0 +1,499 @@
+//! Keywords → shapes. Enforced exactly: `type` (one or a list), `enum`,
+//! `const`, `properties`, `required`, `additionalProperties`, `minProperties`,
+//! `maxProperties`, `items`, `prefixItems`, `minItems`, `maxItems`,
+//! `minLength`, `maxLength` (code points), `anyOf`, `allOf`, `oneOf` whose
+//! alternatives can be shown disjoint ([`super::merge`]), boolean schemas,
+//! and local `$ref`s (`#`, JSON pointers, `$anchor`s) with `$defs` /
+//! `definitions`. Annotations are ignored. Anything else is refused with its
+//! path, or under [`SchemaOptions::lenient`] ignored with a warning.
+
+use super::merge::Merger;
+use super::refs::Document;
+use super::{
+    ArrayShape, Node, NodeId, ObjectRules, SchemaArena, StringShape, MAX_DEPTH, MAX_LENGTH_BOUND, MAX_PROPERTIES,
+};
+use crate::ConstrainError;
+use serde_json::{Map, Value};
+use std::collections::HashMap;
+
+/// Keywords that change nothing about which values are valid.
+const ANNOTATIONS: &[&str] = &[
+    "description",
+    "title",
+    "default",
+    "examples",
+    "$schema",
+    "$comment",
+    "$vocabulary",
+    "$dynamicAnchor",
+    "deprecated",
+    "readOnly",
+    "writeOnly",
+    "contentMediaType",
+    "contentEncoding",
+    "contentSchema",
+];
+
+/// Keywords this compiler enforces (`oneOf` only when its alternatives are disjoint).
+const ENFORCED: &[&str] = &[
+    "type",
+    "enum",
+    "const",
+    "properties",
+    "required",
+    "additionalProperties",
+    "minProperties",
+    "maxProperties",
+    "items",
+    "prefixItems",
+    "minItems",
+    "maxItems",
+    "minLength",
+    "maxLength",
+    "anyOf",
+    "oneOf",
+    "allOf",
+    "$ref",
+    "$defs",
+    "definitions",
+    "$anchor",
+    "$id",
+];
+
+const STRING_KEYWORDS: &[&str] = &["minLength", "maxLength"];
+const ARRAY_KEYWORDS: &[&str] = &["items", "prefixItems", "minItems", "maxItems"];
+const OBJECT_KEYWORDS: &[&str] = &[
+    "properties",
+    "required",
+    "additionalProperties",
+    "minProperties",
+    "maxProperties",
+];
+
+/// JSON types, as bits.
+pub(super) mod types {
+    pub const NULL: u8 = 1;
+    pub const BOOLEAN: u8 = 2;
+    pub const INTEGER: u8 = 4;
+    pub const NUMBER: u8 = 8;
+    pub const STRING: u8 = 16;
+    pub const ARRAY: u8 = 32;
+    pub const OBJECT: u8 = 64;
+    pub const ALL: u8 = 127;
+}
+
+/// Where in which tool's schema the compiler is.
+#[derive(Clone)]
+pub(super) struct At<'a> {
+    pub tool: &'a str,
+    pub path: String,
+}
+
+impl<'t> At<'t> {
+    pub fn error(&self, message: impl Into<String>) -> ConstrainError {
+        ConstrainError::InvalidSchema {
+            tool: self.tool.to_string(),
+            path: if self.path.is_empty() {
+                "/".into()
+            } else {
+                self.path.clone()
+            },
+            message: message.into(),
+        }
+    }
+
+    /// One level down; `segment` is escaped as a JSON pointer segment.
+    pub fn child(&self, segment: &str) -> At<'t> {
+        At {
+            tool: self.tool,
+            path: format!("{}/{}", self.path, segment.replace('~', "~0").replace('/', "~1")),
+        }
+    }
+}
+
+/// Builds an array or object shape from a schema object.
+type ShapeBuilder<'a> = fn(&mut Compiler<'a>, &Map<String, Value>, &At<'_>) -> Result<NodeId, ConstrainError>;
+
+/// Compiles one document (a tool's parameters, a response format) into the arena.
+pub(super) struct Compiler<'a> {
+    pub arena: &'a mut SchemaArena,
+    document: Document<'a>,
+    /// Compiled `$ref` targets by JSON pointer (a `Pending` node while in progress).
+    refs: HashMap<String, NodeId>,
+    merger: Merger,
+    /// Containers enclosing the schema being compiled.
+    open_containers: u32,
+}
+
+impl<'a> Compiler<'a> {
+    pub fn new(arena: &'a mut SchemaArena, tool: &'a str, root: &'a Value) -> Self {
+        Self {
+            arena,
+            document: Document::new(tool, root),
+            refs: HashMap::new(),
+            merger: Merger::default(),
+            open_containers: 0,
+        }
+    }
+
+    /// Compile the whole document (the root is reachable as `#`).
+    pub fn compile_root(&mut self) -> Result<NodeId, ConstrainError> {
+        let at = At {
+            tool: self.document.tool,
+            path: String::new(),
+        };
+        let root = self.reference("", self.document.root, &at)?;
+        if self.arena.is_never(root) {
+            return Err(at.error("the schema accepts no value"));
+        }
+        Ok(root)
+    }
+
+    /// Intersect `node` with `other` (for callers that narrow the root).
+    pub fn intersect(&mut self, node: NodeId, other: NodeId, at_root: &str) -> Result<NodeId, ConstrainError> {
+        let at = At {
+            tool: self.document.tool,
+            path: at_root.to_string(),
+        };
+        self.merger.intersect(self.arena, node, other, &at)
+    }
+
+    /// The node for the schema at `pointer`, compiled once (cycles become arena cycles).
+    fn reference(&mut self, pointer: &str, schema: &Value, at: &At<'_>) -> Result<NodeId, ConstrainError> {
+        if let Some(&node) = self.refs.get(pointer) {
+            return Ok(node);
+        }
+        let placeholder = self.arena.push(Node::Pending);
+        self.refs.insert(pointer.to_string(), placeholder);
+        let target = At {
+            tool: at.tool,
+            path: pointer.to_string(),
+        };
+        let node = self.compile(schema, &target)?;
+        let compiled = self.arena.nodes[node as usize].clone();
+        if compiled == Node::Pending {
+            return Err(at.error("`$ref` cycle that never reaches a schema"));
+        }
+        self.arena.nodes[placeholder as usize] = compiled;
+        Ok(placeholder)
+    }
+
+    fn compile(&mut self, schema: &Value, at: &At<'_>) -> Result<NodeId, ConstrainError> {
+        let map = match schema {
+            Value::Bool(true) => return Ok(self.arena.any),
+            Value::Bool(false) => return Ok(self.arena.never),
+            Value::Object(map) => map,
+            _ => return Err(at.error("a schema must be an object or a boolean")),
+        };
+        self.check_keywords(map, at)?;
+        let mut parts = vec![self.typed(map, at)?];
+        if let Some(reference) = map.get("$ref") {
+            parts.push(self.follow(reference, &at.child("$ref"))?);
+        }
+        if let Some(list) = map.get("allOf") {
+            for (i, schema) in schema_list(list, &at.child("allOf"))?.iter().enumerate() {
+                parts.push(self.compile(schema, &at.child("allOf").child(&i.to_string()))?);
+            }
+        }
+        if let Some(list) = map.get("anyOf") {
+            parts.push(self.alternatives(list, &at.child("anyOf"))?);
+        }
+        if let Some(list) = map.get("oneOf") {
+            parts.push(self.one_of(list, &at.child("oneOf"))?);
+        }
+        let mut node = parts[0];
+        for &part in &parts[1..] {
+            node = self.merger.intersect(self.arena, node, part, at)?;
+        }
+        match self.values(map, at)? {
+            Some(values) => self.merger.intersect(self.arena, values, node, at),
+            None => Ok(node),
+        }
+    }
+
+    /// Refuse (or, lenient, warn about) every keyword the automaton cannot enforce.
+    fn check_keywords(&mut self, map: &Map<String, Value>, at: &At<'_>) -> Result<(), ConstrainError> {
+        for key in map.keys() {
+            let key = key.as_str();
+            if key == "$id" && !at.path.is_empty() {
+                self.unsupported(
+                    &at.child(key),
+                    key,
+                    "an `$id` below the root changes the base of references",
+                )?;
+            } else if !ANNOTATIONS.contains(&key) && !ENFORCED.contains(&key) {
+                self.unsupported(&at.child(key), key, "not among the keywords the automaton enforces")?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Refuse `keyword` (`at` is its own path), or (lenient) ignore it with a
+    /// warning naming it and its path.
+    pub(super) fn unsupported(&mut self, at: &At<'_>, keyword: &str, why: &str) -> Result<(), ConstrainError> {
+        if !self.arena.options().lenient {
+            return Err(at.error(format!(
+                "keyword `{keyword}` is not supported ({why}); the server's --lenient-schemas ignores it"
+            )));
+        }
+        let line = format!("`{}` at {} ignored ({why})", at.tool, at.path);
+        if !self.arena.warnings.contains(&line) {
+            tracing::warn!("schema of {line}");
+            self.arena.warnings.push(line);
+        }
+        Ok(())
+    }
+
+    fn follow(&mut self, reference: &Value, at: &At<'_>) -> Result<NodeId, ConstrainError> {
+        let reference = reference.as_str().ok_or_else(|| at.error("must be a string"))?;
+        let (pointer, target) = match self.document.resolve(reference) {
+            Ok(found) => found,
+            Err(why) => {
+                self.unsupported(at, "$ref", &why)?;
+                return Ok(self.arena.any);
+            }
+        };
+        self.reference(&pointer, target, at)
+    }
+
+    fn alternatives(&mut self, list: &Value, at: &At<'_>) -> Result<NodeId, ConstrainError> {
+        let mut nodes = Vec::new();
+        for (i, schema) in schema_list(list, at)?.iter().enumerate() {
+            nodes.push(self.compile(schema, &at.child(&i.to_string()))?);
+        }
+        Ok(self.arena.union(nodes))
+    }
+
+    /// `oneOf`: exactly `anyOf` when no value can match two alternatives; else refused.
+    fn one_of(&mut self, list: &Value, at: &At<'_>) -> Result<NodeId, ConstrainError> {
+        let mut nodes = Vec::new();
+        for (i, schema) in schema_list(list, at)?.iter().enumerate() {
+            nodes.push(self.compile(schema, &at.child(&i.to_string()))?);
+        }
+        let live: Vec<NodeId> = nodes.iter().copied().filter(|&n| !self.arena.is_never(n)).collect();
+        for (i, &a) in live.iter().enumerate() {
+            for &b in &live[i + 1..] {
+                if !self.merger.disjoint(self.arena, a, b) {
+                    self.unsupported(
+                        at,
+                        "oneOf",
+                        "some value may match two alternatives, and exclusivity is only enforced between \
+                         alternatives of different types, literals or required discriminators",
+                    )?;
+                    return Ok(self.arena.union(nodes));
+                }
+            }
+        }
+        Ok(self.arena.union(nodes))
+    }
+
+    fn type_set(&self, map: &Map<String, Value>, at: &At<'_>) -> Result<u8, ConstrainError> {
+        let bit = |name: &str, at: &At<'_>| -> Result<u8, ConstrainError> {
+            Ok(match name {
+                "null" => types::NULL,
+                "boolean" => types::BOOLEAN,
+                "integer" => types::INTEGER,
+                "number" => types::NUMBER | types::INTEGER,
+                "string" => types::STRING,
+                "array" => types::ARRAY,
+                "object" => types::OBJECT,
+                other => return Err(at.error(format!("unknown type `{other}`"))),
+            })
+        };
+        match map.get("type") {
+            None => Ok(types::ALL),
+            Some(Value::String(name)) => bit(name, &at.child("type")),
+            Some(Value::Array(names)) => names.iter().enumerate().try_fold(0, |set, (i, name)| {
+                let at = at.child("type").child(&i.to_string());
+                let name = name.as_str().ok_or_else(|| at.error("must be a type name"))?;
+                Ok(set | bit(name, &at)?)
+            }),
+            Some(_) => Err(at.child("type").error("must be a type name or a list of them")),
+        }
+    }
+
+    /// The union of one shape per admitted type, each with its type's keywords.
+    fn typed(&mut self, map: &Map<String, Value>, at: &At<'_>) -> Result<NodeId, ConstrainError> {
+        let set = self.type_set(map, at)?;
+        let has = |keywords: &[&str]| keywords.iter().any(|k| map.contains_key(*k));
+        if set == types::ALL && !has(STRING_KEYWORDS) && !has(ARRAY_KEYWORDS) && !has(OBJECT_KEYWORDS) {
+            return Ok(self.arena.any);
+        }
+        let mut parts = Vec::new();
+        if set & types::NULL != 0 {
+            parts.push(self.arena.push(Node::Null));
+        }
+        if set & types::BOOLEAN != 0 {
+            parts.push(self.arena.push(Node::Boolean));
+        }
+        if set & (types::NUMBER | types::INTEGER) != 0 {
+            let integer = set & types::NUMBER == 0;
+            parts.push(self.arena.push(Node::Number { integer }));
+        }
+        if set & types::STRING != 0 {
+            let shape = self.string_shape(map, at)?;
+            parts.push(self.arena.string(shape));
+        }
+        if set & types::ARRAY != 0 {
+            parts.push(self.container(map, at, Self::array)?);
+        }
+        if set & types::OBJECT != 0 {
+            parts.push(self.container(map, at, Self::object)?);
+        }
+        Ok(self.arena.union(parts))
+    }
+
+    fn string_shape(&mut self, map: &Map<String, Value>, at: &At<'_>) -> Result<StringShape, ConstrainError> {
+        let min = count(map, "minLength", at)?.unwrap_or(0);
+        let max = count(map, "maxLength", at)?;
+        for (key, bound) in [("minLength", Some(min)), ("maxLength", max)] {
+            if bound.is_some_and(|b| b > MAX_LENGTH_BOUND) {
+                return Err(at.child(key).error(format!(
+                    "{} is over the longest length bound supported ({MAX_LENGTH_BOUND})",
+                    bound.unwrap_or_default()
+                )));
+            }
+        }
+        Ok(StringShape {
+            min_len: min as u32,
+            max_len: max.map_or(u32::MAX, |m| m as u32),
+        })
+    }
+
+    /// An array or object shape, one container deeper than its parent.
+    fn container(
+        &mut self,
+        map: &Map<String, Value>,
+        at: &At<'_>,
+        build: ShapeBuilder<'a>,
+    ) -> Result<NodeId, ConstrainError> {
+        if self.open_containers >= MAX_DEPTH {
+            return Err(at.error(format!(
+                "containers nest more than {MAX_DEPTH} deep here (objects and arrays count); deeper values are not supported"
+            )));
+        }
+        self.open_containers += 1;
+        let node = build(self, map, at);
+        self.open_containers -= 1;
+        node
+    }
+
+    fn array(&mut self, map: &Map<String, Value>, at: &At<'_>) -> Result<NodeId, ConstrainError> {
+        let mut prefix = Vec::new();
+        if let Some(list) = map.get("prefixItems") {
+            for (i, schema) in schema_list(list, &at.child("prefixItems"))?.iter().enumerate() {
+                prefix.push(self.compile(schema, &at.child("prefixItems").child(&i.to_string()))?);
+            }
+        }
+        let items = match map.get("items") {
+            None => Some(self.arena.any),
+            Some(schema @ (Value::Object(_) | Value::Bool(_))) => Some(self.compile(schema, &at.child("items"))?),
+            Some(_) => {
+                self.unsupported(&at.child("items"), "items", "an array of schemas is the old tuple form")?;
+                Some(self.arena.any)
+            }
+        };
+        let min = count(map, "minItems", at)?.unwrap_or(0);
+        let max = count(map, "maxItems", at)?.unwrap_or(u64::MAX);
+        Ok(self.arena.array(ArrayShape {
+            prefix,
+            items,
+            min,
+            max,
+        }))
+    }
+
+    fn object(&mut self, map: &Map<String, Value>, at: &At<'_>) -> Result<NodeId, ConstrainError> {
+        let empty = Map::new();
+        let properties = match map.get("properties") {
+            None => &empty,
+            Some(Value::Object(p)) => p,
+            Some(_) => return Err(at.child("properties").error("must be an object")),
+        };
+        let additional = match map.get("additionalProperties") {
+            None if !properties.is_empty() && self.arena.options().close_declared_objects => None,
+            None => Some(self.arena.any),
+            Some(schema @ (Value::Object(_) | Value::Bool(_))) => {
+                Some(self.compile(schema, &at.child("additionalProperties"))?)
+            }
+            Some(_) => return Err(at.child("additionalProperties").error("must be a boolean or a schema")),
+        };
+        // serde_json's map iterates in sorted key order: property i is the i-th name.
+        let mut names: Vec<String> = properties.keys().cloned().collect();
+        let mut props = Vec::with_capacity(names.len());
+        for (name, schema) in properties {
+            props.push(self.compile(schema, &at.child("properties").child(name))?);
+        }
+        let required = required_names(map, at)?;
+        // A required name not declared is a property of the undeclared kind
+        // (any value where additionalProperties is absent, even for a closed object).
+        let undeclared = match map.get("additionalProperties") {
+            None => self.arena.any,
+            Some(_) => additional.unwrap_or(self.arena.never),
+        };
+        for name in &required {
+            if let Err(at) = names.binary_search(name) {
+                names.insert(at, name.clone());
+                props.insert(at, undeclared);
+            }
+        }
+        if names.len() > MAX_PROPERTIES {
+            return Err(at.child("properties").error(format!(
+                "{} properties, over the limit of {MAX_PROPERTIES}",
+                names.len()
+            )));
+        }
+        let required_bits = required
+            .iter()
+            .filter_map(|name| names.binary_search(name).ok())
+            .fold(0u64, |bits, i| bits | 1 << i);
+        let min_props = count(map, "minProperties", at)?.unwrap_or(0).min(u32::MAX as u64) as u32;
+        let max_props = count(map, "maxProperties", at)?.map_or(u32::MAX, |m| m.min(u32::MAX as u64) as u32);
+        let rules = ObjectRules {
+            required: required_bits,
+            additional,
+            min_props,
+            max_props,
+        };
+        Ok(self.arena.object(names, props, rules))
+    }
+}
+
+fn schema_list<'v>(list: &'v Value, at: &At<'_>) -> Result<&'v Vec<Value>, ConstrainError> {
+    list.as_array()
+        .filter(|a| !a.is_empty())
+        .ok_or_else(|| at.error("must be a non-empty array of schemas"))
+}
+
+/// A non-negative integer keyword (`2.0` counts as 2).
+fn count(map: &Map<String, Value>, key: &str, at: &At<'_>) -> Result<Option<u64>, ConstrainError> {
+    let Some(value) = map.get(key) else {
+        return Ok(None);
+    };
+    let as_count = value.as_u64().or_else(|| {
+        value
+            .as_f64()
+            .filter(|f| *f >= 0.0 && f.fract() == 0.0)
+            .map(|f| f as u64)
+    });
+    as_count
+        .map(Some)
+        .ok_or_else(|| at.child(key).error("must be a non-negative integer"))
+}
+
+fn required_names(map: &Map<String, Value>, at: &At<'_>) -> Result<Vec<String>, ConstrainError> {
+    let Some(list) = map.get("required") else {
+        return Ok(Vec::new());
+    };
+    let list = list
+        .as_array()
+        .ok_or_else(|| at.child("required").error("must be an array of property names"))?;
+    list.iter()
+        .enumerate()
+        .map(|(i, name)| {
+            name.as_str()
+                .map(String::from)
+                .ok_or_else(|| at.child("required").child(&i.to_string()).error("must be a string"))
+        })
+        .collect()
+}

@@ -1,0 +1,344 @@
+//! JSON Schema → a small arena of value shapes the automaton walks.
+//!
+//! A schema object is the intersection of its keywords. Type-specific keywords
+//! apply to values of their type only (`minLength` says nothing of a number),
+//! so a schema compiles to a union of one shape per type it admits. `allOf`
+//! and `$ref` beside other keywords are merged into one shape ([`merge`]);
+//! `anyOf` becomes a [`Node::Union`] whose alternatives the automaton runs in
+//! parallel; `enum`/`const` become literal sets (scalars) and exact shapes
+//! (objects in any key order, arrays), kept only where the rest of the schema
+//! accepts them. Local `$ref`s (JSON pointers, `$anchor`s) compile once, so
+//! recursive schemas are cycles in the arena.
+//!
+//! Every keyword is either enforced exactly or refused with its path (unless
+//! [`SchemaOptions::lenient`], which ignores it with a warning): see
+//! [`compile`] for the lists. Shapes are normalized as they are built: one
+//! that no value can satisfy is [`Node::Never`], and containers drop what can
+//! never be filled (a `false` property is a forbidden key).
+
+mod compile;
+mod merge;
+mod refs;
+mod values;
+
+use crate::literal::LiteralTrie;
+use crate::ConstrainError;
+use compile::Compiler;
+use serde_json::Value;
+
+/// Index of a node in the arena.
+pub(crate) type NodeId = u32;
+
+/// Most properties one object schema may declare (seen sets are `u64` bit sets).
+pub const MAX_PROPERTIES: usize = 64;
+
+/// Deepest nesting of containers (objects and arrays) a value may have: a
+/// schema whose containers nest deeper is refused when it compiles, naming
+/// where it crosses the limit, so the automaton never reaches a state that
+/// must open a container it cannot hold (an empty mask mid-call).
+pub const MAX_DEPTH: u32 = 64;
+
+/// Longest string (in code points) a length bound may name; longer bounds are refused.
+pub const MAX_LENGTH_BOUND: u64 = 1 << 20;
+
+/// A value shape.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum Node {
+    /// Any JSON value.
+    Any,
+    /// No value (normalized away wherever a container can do without it).
+    Never,
+    Null,
+    Boolean,
+    /// A number; `integer`: one with no fractional part, written without one.
+    Number {
+        integer: bool,
+    },
+    String(StringShape),
+    /// One of these canonical serializations (index of a literal trie).
+    Literals(u32),
+    Array(ArrayShape),
+    Object(ObjectShape),
+    /// Alternatives run in parallel; a value is accepted when any accepts it.
+    Union(Vec<NodeId>),
+    /// A `$ref` target still being compiled (replaced when it is done).
+    Pending,
+}
+
+/// A string's length bounds, in code points.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct StringShape {
+    pub min_len: u32,
+    pub max_len: u32,
+}
+
+impl StringShape {
+    pub const ANY: Self = Self {
+        min_len: 0,
+        max_len: u32::MAX,
+    };
+}
+
+/// An array's items: the first ones by position, then the rest.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct ArrayShape {
+    pub prefix: Vec<NodeId>,
+    /// Items past the prefix; `None` when there may be none.
+    pub items: Option<NodeId>,
+    pub min: u64,
+    pub max: u64,
+}
+
+impl ArrayShape {
+    /// The schema of item `index`, or `None` when the array cannot hold it.
+    pub fn item(&self, index: u64) -> Option<NodeId> {
+        match usize::try_from(index).ok().and_then(|i| self.prefix.get(i)) {
+            Some(&node) => Some(node),
+            None => self.items,
+        }
+    }
+}
+
+/// An object's declared properties (sorted by name) and what else it allows.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct ObjectShape {
+    /// Declared property names, sorted.
+    pub names: Vec<String>,
+    /// Literal trie over the JSON-escaped property names (index into `tries`).
+    pub keys: u32,
+    /// Schema of each property, by index.
+    pub props: Vec<NodeId>,
+    /// Bit i set when property i is required.
+    pub required: u64,
+    /// Bit i set when property i can have no value: the key is forbidden.
+    pub forbidden: u64,
+    /// Schema of undeclared properties; `None` when they are forbidden.
+    pub additional: Option<NodeId>,
+    pub min_props: u32,
+    pub max_props: u32,
+}
+
+/// What an object shape says besides its properties (see [`SchemaArena::object`]).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct ObjectRules {
+    /// Bit i set when property i is required.
+    pub required: u64,
+    pub additional: Option<NodeId>,
+    pub min_props: u32,
+    pub max_props: u32,
+}
+
+/// How a schema is read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SchemaOptions {
+    /// Ignore keywords the automaton cannot enforce (each named in a warning)
+    /// instead of refusing the schema. The automaton then accepts a superset.
+    pub lenient: bool,
+    /// An object schema that declares `properties` and says nothing of
+    /// `additionalProperties` takes only the declared properties (as OpenAI's
+    /// strict mode requires), so a small model cannot wander into invented
+    /// keys. `false` reads JSON Schema exactly (undeclared keys allowed).
+    pub close_declared_objects: bool,
+}
+
+impl SchemaOptions {
+    /// For generation: strict keywords, declared objects closed.
+    pub const GENERATION: Self = Self {
+        lenient: false,
+        close_declared_objects: true,
+    };
+    /// JSON Schema read exactly (the conformance suite), strict keywords.
+    pub const EXACT: Self = Self {
+        lenient: false,
+        close_declared_objects: false,
+    };
+}
+
+impl Default for SchemaOptions {
+    fn default() -> Self {
+        Self::GENERATION
+    }
+}
+
+/// Every schema of a tool set in one arena.
+#[derive(Debug, Clone)]
+pub(crate) struct SchemaArena {
+    pub nodes: Vec<Node>,
+    pub tries: Vec<LiteralTrie>,
+    pub any: NodeId,
+    pub never: NodeId,
+    pub any_object: NodeId,
+    pub any_array: NodeId,
+    /// Keywords ignored (lenient only), one line per (tool, path).
+    pub warnings: Vec<String>,
+    options: SchemaOptions,
+}
+
+impl SchemaArena {
+    pub fn new(options: SchemaOptions) -> Self {
+        let mut arena = Self {
+            nodes: vec![Node::Any, Node::Never],
+            tries: vec![LiteralTrie::new::<&[u8]>(&[])],
+            any: 0,
+            never: 1,
+            any_object: 0,
+            any_array: 0,
+            warnings: Vec::new(),
+            options,
+        };
+        arena.any_object = arena.push(Node::Object(ObjectShape {
+            names: Vec::new(),
+            keys: 0,
+            props: Vec::new(),
+            required: 0,
+            forbidden: 0,
+            additional: Some(0),
+            min_props: 0,
+            max_props: u32::MAX,
+        }));
+        arena.any_array = arena.push(Node::Array(ArrayShape {
+            prefix: Vec::new(),
+            items: Some(0),
+            min: 0,
+            max: u64::MAX,
+        }));
+        arena
+    }
+
+    /// Compile a tool's `parameters` schema: the object values it admits.
+    pub fn compile_parameters(&mut self, tool: &str, schema: &Value) -> Result<NodeId, ConstrainError> {
+        let any_object = self.any_object;
+        let mut compiler = Compiler::new(self, tool, schema);
+        let root = compiler.compile_root()?;
+        let object = compiler.intersect(root, any_object, "")?;
+        if self.is_never(object) {
+            return Err(ConstrainError::InvalidSchema {
+                tool: tool.to_string(),
+                path: "/".into(),
+                message: "the parameters of a tool must be an object schema".into(),
+            });
+        }
+        Ok(object)
+    }
+
+    /// Compile a schema for a whole JSON value (any root type).
+    pub fn compile_value(&mut self, name: &str, schema: &Value) -> Result<NodeId, ConstrainError> {
+        Compiler::new(self, name, schema).compile_root()
+    }
+
+    pub fn options(&self) -> SchemaOptions {
+        self.options
+    }
+
+    pub(crate) fn push(&mut self, node: Node) -> NodeId {
+        self.nodes.push(node);
+        (self.nodes.len() - 1) as NodeId
+    }
+
+    pub(crate) fn is_never(&self, node: NodeId) -> bool {
+        self.nodes[node as usize] == Node::Never
+    }
+
+    /// A union of `alternatives`, flattened, without `Never` or repeats.
+    pub(crate) fn union(&mut self, alternatives: Vec<NodeId>) -> NodeId {
+        let mut kept: Vec<NodeId> = Vec::new();
+        for alt in alternatives {
+            let inner = match &self.nodes[alt as usize] {
+                Node::Never => continue,
+                Node::Any => return self.any,
+                Node::Union(inner) => inner.clone(),
+                _ => vec![alt],
+            };
+            for node in inner {
+                if !kept.contains(&node) {
+                    kept.push(node);
+                }
+            }
+        }
+        match kept.as_slice() {
+            [] => self.never,
+            [single] => *single,
+            _ => self.push(Node::Union(kept)),
+        }
+    }
+
+    pub(crate) fn string(&mut self, shape: StringShape) -> NodeId {
+        if shape.min_len > shape.max_len {
+            return self.never;
+        }
+        self.push(Node::String(shape))
+    }
+
+    /// An array shape, cut where an item can never be filled.
+    pub(crate) fn array(&mut self, mut shape: ArrayShape) -> NodeId {
+        if let Some(cut) = shape.prefix.iter().position(|&n| self.is_never(n)) {
+            shape.prefix.truncate(cut);
+            shape.items = None;
+        }
+        if shape.items.is_some_and(|n| self.is_never(n)) {
+            shape.items = None;
+        }
+        if shape.items.is_none() {
+            shape.max = shape.max.min(shape.prefix.len() as u64);
+        }
+        if shape.min > shape.max {
+            return self.never;
+        }
+        self.push(Node::Array(shape))
+    }
+
+    /// An object shape whose properties no value can fill are forbidden keys
+    /// (a required one makes the object `Never`).
+    pub(crate) fn object(&mut self, names: Vec<String>, props: Vec<NodeId>, rules: ObjectRules) -> NodeId {
+        let mut shape = ObjectShape {
+            names: Vec::new(),
+            keys: 0,
+            props: Vec::new(),
+            required: rules.required,
+            forbidden: 0,
+            additional: rules.additional,
+            min_props: rules.min_props,
+            max_props: rules.max_props,
+        };
+        for (i, &node) in props.iter().enumerate() {
+            if self.is_never(node) {
+                shape.forbidden |= 1 << i;
+            }
+        }
+        if shape.required & shape.forbidden != 0 {
+            return self.never;
+        }
+        if shape.additional.is_some_and(|n| self.is_never(n)) {
+            shape.additional = None;
+        }
+        let most = if shape.additional.is_some() {
+            u32::MAX
+        } else {
+            names.len() as u32 - shape.forbidden.count_ones()
+        };
+        if shape.required.count_ones() > shape.max_props || shape.min_props > most.min(shape.max_props) {
+            return self.never;
+        }
+        let escaped: Vec<String> = names.iter().map(|name| escape_key(name)).collect();
+        self.tries.push(LiteralTrie::new(&escaped));
+        shape.keys = (self.tries.len() - 1) as u32;
+        shape.names = names;
+        shape.props = props;
+        self.push(Node::Object(shape))
+    }
+
+    /// A node for one of these canonical serializations.
+    pub(crate) fn literals(&mut self, serialized: &[String]) -> NodeId {
+        if serialized.is_empty() {
+            return self.never;
+        }
+        self.tries.push(LiteralTrie::new(serialized));
+        self.push(Node::Literals((self.tries.len() - 1) as u32))
+    }
+}
+
+/// A property name as it appears between the quotes of a JSON key.
+pub(crate) fn escape_key(name: &str) -> String {
+    let quoted = serde_json::Value::String(name.to_string()).to_string();
+    quoted[1..quoted.len() - 1].to_string()
+}
