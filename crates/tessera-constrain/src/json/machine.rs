@@ -1,10 +1,11 @@
 //! Stepping the automaton: values, containers and keys (strings' insides are
 //! in [`super::text`]).
 
+use super::number::{NumLex, NumStep};
 use super::text::{Bounds, TextAt, TextStep};
-use super::{Frame, JsonState, Lex, NumAt, StackId, Stacks, WORDS};
+use super::{Frame, JsonState, Lex, StackId, Stacks, WORDS};
 use crate::literal::{LitNode, LiteralTrie};
-use crate::schema::{ArrayShape, Node, NodeId, ObjectShape, SchemaArena, StringShape, MAX_DEPTH};
+use crate::schema::{ArrayShape, Node, NodeId, NumberShape, ObjectShape, SchemaArena, StringShape, MAX_DEPTH};
 
 /// `current` when the value being read belongs to an undeclared property.
 const ADDITIONAL: u32 = u32::MAX;
@@ -72,7 +73,7 @@ impl JsonMachine<'_> {
         }
         match state.lex {
             Lex::Done => true,
-            Lex::Num { at, .. } => matches!(at, NumAt::Zero | NumAt::Int | NumAt::Frac | NumAt::Exp),
+            Lex::Num { node, num } => num.complete(self.number_shape(node)),
             Lex::Lit { trie, at } => self.arena.tries[trie as usize].terminal(at).is_some(),
             _ => false,
         }
@@ -151,7 +152,7 @@ impl JsonMachine<'_> {
                     at(Lex::Word { word, at: pos + 1 })
                 }
             }
-            Lex::Num { integer, at: pos } => Next::from(self.number_byte(stack, integer, pos, byte)),
+            Lex::Num { node, num } => Next::from(self.number_byte(stack, node, num, byte)),
             Lex::Key { spaced, first } => Next::from(self.key_start(stack, spaced, first, byte)),
             Lex::KeyStr { at: node, text } => Next::from(self.key_byte(stack, node, text, byte)),
             Lex::Colon => Next::from(self.colon(stack, byte)),
@@ -184,7 +185,7 @@ impl JsonMachine<'_> {
                 b't' => at(Lex::Word { word: 0, at: 1 }),
                 b'f' => at(Lex::Word { word: 1, at: 1 }),
                 b'n' => at(Lex::Word { word: 2, at: 1 }),
-                _ => Next::from(self.number_start(stack, false, byte)),
+                _ => Next::from(self.number_start(stack, self.arena.any_number, byte)),
             },
             Node::Never | Node::Pending => Next::None,
             Node::Null => match byte {
@@ -196,7 +197,7 @@ impl JsonMachine<'_> {
                 b'f' => at(Lex::Word { word: 1, at: 1 }),
                 _ => Next::None,
             },
-            Node::Number { integer } => Next::from(self.number_start(stack, *integer, byte)),
+            Node::Number(_) => Next::from(self.number_start(stack, node, byte)),
             Node::String(_) => match byte {
                 b'"' => at(Lex::Str {
                     node,
@@ -251,44 +252,33 @@ impl JsonMachine<'_> {
         })
     }
 
-    fn number_start(&mut self, stack: StackId, integer: bool, byte: u8) -> Option<JsonState> {
-        let pos = match byte {
-            b'-' => NumAt::Minus,
-            b'0' => NumAt::Zero,
-            b'1'..=b'9' => NumAt::Int,
-            _ => return None,
-        };
+    fn number_shape(&self, node: NodeId) -> &NumberShape {
+        match &self.arena.nodes[node as usize] {
+            Node::Number(shape) => shape,
+            _ => &NumberShape::ANY,
+        }
+    }
+
+    fn number_start(&mut self, stack: StackId, node: NodeId, byte: u8) -> Option<JsonState> {
+        let num = NumLex::start(self.number_shape(node), byte)?;
         Some(JsonState {
             stack,
-            lex: Lex::Num { integer, at: pos },
+            lex: Lex::Num { node, num },
         })
     }
 
-    fn number_byte(&mut self, stack: StackId, integer: bool, pos: NumAt, byte: u8) -> Option<JsonState> {
-        use NumAt::*;
-        let next = match (pos, byte) {
-            (Minus, b'0') => Some(Zero),
-            (Minus, b'1'..=b'9') => Some(Int),
-            (Int, b'0'..=b'9') => Some(Int),
-            (Zero | Int, b'.') if !integer => Some(Dot),
-            (Zero | Int | Frac, b'e' | b'E') if !integer => Some(E),
-            (Dot | Frac, b'0'..=b'9') => Some(Frac),
-            (E, b'+' | b'-') => Some(ESign),
-            (E | ESign | Exp, b'0'..=b'9') => Some(Exp),
-            _ => None,
-        };
-        if let Some(next) = next {
-            return Some(JsonState {
+    fn number_byte(&mut self, stack: StackId, node: NodeId, num: NumLex, byte: u8) -> Option<JsonState> {
+        match num.step(self.number_shape(node), byte)? {
+            NumStep::Inside(num) => Some(JsonState {
                 stack,
-                lex: Lex::Num { integer, at: next },
-            });
+                lex: Lex::Num { node, num },
+            }),
+            // The number ended before `byte`; `byte` belongs to what follows.
+            NumStep::Ended => {
+                let after = self.complete(stack)?;
+                self.step(after, byte)
+            }
         }
-        // The number ended before `byte`, if it is complete; `byte` belongs to what follows.
-        if matches!(pos, Zero | Int | Frac | Exp) && !byte.is_ascii_digit() {
-            let after = self.complete(stack)?;
-            return self.step(after, byte);
-        }
-        None
     }
 
     fn literal_byte(&mut self, stack: StackId, trie: u32, node: LitNode, byte: u8) -> Option<JsonState> {

@@ -12,12 +12,14 @@
 //! (never more: a model cannot loop on whitespace).
 
 mod machine;
+mod number;
 mod text;
 
 pub(crate) use machine::JsonMachine;
 
 use crate::literal::LitNode;
 use crate::schema::{NodeId, SchemaArena};
+use number::NumLex;
 use std::collections::HashMap;
 use text::TextAt;
 
@@ -152,9 +154,10 @@ pub(crate) enum Lex {
         word: u8,
         at: u8,
     },
+    /// Inside a number of the number shape `node` (or of any number).
     Num {
-        integer: bool,
-        at: NumAt,
+        node: NodeId,
+        num: NumLex,
     },
     /// In an object: `"` to start a key, or `}` when `first` (right after `{`).
     Key {

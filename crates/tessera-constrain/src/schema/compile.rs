@@ -22,7 +22,6 @@ const ANNOTATIONS: &[&str] = &[
     "title",
     "default",
     "examples",
-    "$schema",
     "$comment",
     "$vocabulary",
     "$dynamicAnchor",
@@ -32,6 +31,15 @@ const ANNOTATIONS: &[&str] = &[
     "contentMediaType",
     "contentEncoding",
     "contentSchema",
+];
+
+/// `$schema` values whose vocabularies are the standard ones.
+const STANDARD_METASCHEMAS: &[&str] = &[
+    "https://json-schema.org/draft/2020-12/schema",
+    "https://json-schema.org/draft/2019-09/schema",
+    "http://json-schema.org/draft-07/schema",
+    "http://json-schema.org/draft-06/schema",
+    "http://json-schema.org/draft-04/schema",
 ];
 
 /// Keywords this compiler enforces (`oneOf` only when its alternatives are disjoint).
@@ -50,6 +58,11 @@ const ENFORCED: &[&str] = &[
     "maxItems",
     "minLength",
     "maxLength",
+    "minimum",
+    "maximum",
+    "exclusiveMinimum",
+    "exclusiveMaximum",
+    "multipleOf",
     "anyOf",
     "oneOf",
     "allOf",
@@ -61,6 +74,13 @@ const ENFORCED: &[&str] = &[
 ];
 
 const STRING_KEYWORDS: &[&str] = &["minLength", "maxLength"];
+const NUMBER_KEYWORDS: &[&str] = &[
+    "minimum",
+    "maximum",
+    "exclusiveMinimum",
+    "exclusiveMaximum",
+    "multipleOf",
+];
 const ARRAY_KEYWORDS: &[&str] = &["items", "prefixItems", "minItems", "maxItems"];
 const OBJECT_KEYWORDS: &[&str] = &[
     "properties",
@@ -215,7 +235,18 @@ impl<'a> Compiler<'a> {
     fn check_keywords(&mut self, map: &Map<String, Value>, at: &At<'_>) -> Result<(), ConstrainError> {
         for key in map.keys() {
             let key = key.as_str();
-            if key == "$id" && !at.path.is_empty() {
+            if key == "$schema" {
+                let known = map[key]
+                    .as_str()
+                    .is_some_and(|uri| STANDARD_METASCHEMAS.contains(&uri.trim_end_matches('#')));
+                if !known {
+                    self.unsupported(
+                        &at.child(key),
+                        key,
+                        "a metaschema other than a standard draft's may change which keywords validate",
+                    )?;
+                }
+            } else if key == "$id" && !at.path.is_empty() {
                 self.unsupported(
                     &at.child(key),
                     key,
@@ -316,7 +347,8 @@ impl<'a> Compiler<'a> {
     fn typed(&mut self, map: &Map<String, Value>, at: &At<'_>) -> Result<NodeId, ConstrainError> {
         let set = self.type_set(map, at)?;
         let has = |keywords: &[&str]| keywords.iter().any(|k| map.contains_key(*k));
-        if set == types::ALL && !has(STRING_KEYWORDS) && !has(ARRAY_KEYWORDS) && !has(OBJECT_KEYWORDS) {
+        let specific = [STRING_KEYWORDS, NUMBER_KEYWORDS, ARRAY_KEYWORDS, OBJECT_KEYWORDS];
+        if set == types::ALL && !specific.iter().any(|keywords| has(keywords)) {
             return Ok(self.arena.any);
         }
         let mut parts = Vec::new();
@@ -328,7 +360,7 @@ impl<'a> Compiler<'a> {
         }
         if set & (types::NUMBER | types::INTEGER) != 0 {
             let integer = set & types::NUMBER == 0;
-            parts.push(self.arena.push(Node::Number { integer }));
+            parts.push(self.number(map, at, integer)?);
         }
         if set & types::STRING != 0 {
             let shape = self.string_shape(map, at)?;

@@ -4,7 +4,7 @@
 //! recursive reference still being compiled cannot be merged and is refused.
 
 use super::compile::{types, At};
-use super::{ArrayShape, Node, NodeId, ObjectRules, ObjectShape, SchemaArena, StringShape};
+use super::{lcm, ArrayShape, Node, NodeId, NumberShape, ObjectRules, ObjectShape, SchemaArena, StringShape};
 use crate::ConstrainError;
 use std::collections::HashMap;
 
@@ -75,7 +75,19 @@ impl Merger {
             (Node::Literals(trie), _) => self.filter_literals(arena, trie, b, at)?,
             (_, Node::Literals(trie)) => self.filter_literals(arena, trie, a, at)?,
             (Node::Null, Node::Null) | (Node::Boolean, Node::Boolean) => a,
-            (Node::Number { integer: i }, Node::Number { integer: j }) => arena.push(Node::Number { integer: i || j }),
+            (Node::Number(s), Node::Number(t)) => {
+                let step = lcm(s.step, t.step).ok_or_else(|| at.error("merged `multipleOf`s are too large"))?;
+                let bound = |x: Option<i128>, y: Option<i128>, pick: fn(i128, i128) -> i128| match (x, y) {
+                    (Some(x), Some(y)) => Some(pick(x, y)),
+                    (x, y) => x.or(y),
+                };
+                arena.number(NumberShape {
+                    integer: s.integer || t.integer,
+                    min: bound(s.min, t.min, i128::max),
+                    max: bound(s.max, t.max, i128::min),
+                    step,
+                })
+            }
             (Node::String(s), Node::String(t)) => arena.string(StringShape {
                 min_len: s.min_len.max(t.min_len),
                 max_len: s.max_len.min(t.max_len),
@@ -219,7 +231,7 @@ fn type_bits(arena: &SchemaArena, node: NodeId) -> u8 {
         Node::Never => 0,
         Node::Null => types::NULL,
         Node::Boolean => types::BOOLEAN,
-        Node::Number { .. } => types::NUMBER,
+        Node::Number(_) => types::NUMBER,
         Node::String(_) => types::STRING,
         Node::Array(_) => types::ARRAY,
         Node::Object(_) => types::OBJECT,

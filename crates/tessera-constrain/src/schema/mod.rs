@@ -18,6 +18,7 @@
 
 mod compile;
 mod merge;
+mod numbers;
 mod refs;
 mod values;
 
@@ -50,10 +51,7 @@ pub(crate) enum Node {
     Never,
     Null,
     Boolean,
-    /// A number; `integer`: one with no fractional part, written without one.
-    Number {
-        integer: bool,
-    },
+    Number(NumberShape),
     String(StringShape),
     /// One of these canonical serializations (index of a literal trie).
     Literals(u32),
@@ -63,6 +61,66 @@ pub(crate) enum Node {
     Union(Vec<NodeId>),
     /// A `$ref` target still being compiled (replaced when it is done).
     Pending,
+}
+
+/// Bounded numbers are compared as integers scaled by 10^18.
+pub(crate) const SCALE: i128 = 1_000_000_000_000_000_000;
+
+/// The largest magnitude (scaled) a bounded number can be written with: 19 integer digits.
+pub(crate) const SCALED_LIMIT: i128 = 10_000_000_000_000_000_000 * SCALE - 1;
+
+/// A number's constraints, in scaled units.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct NumberShape {
+    /// No fractional part (written without one), within i64.
+    pub integer: bool,
+    /// Smallest allowed value (an exclusive bound is moved in by one unit).
+    pub min: Option<i128>,
+    pub max: Option<i128>,
+    /// Allowed values are multiples of this (`multipleOf`; 1 = any).
+    pub step: i128,
+}
+
+impl NumberShape {
+    pub const ANY: Self = Self {
+        integer: false,
+        min: None,
+        max: None,
+        step: 1,
+    };
+
+    /// Whether it is read as an exact decimal (see `json::number`).
+    pub fn is_bounded(&self) -> bool {
+        self.integer || self.min.is_some() || self.max.is_some() || self.step > 1
+    }
+
+    /// Whether some allowed value lies in one of `intervals` (scaled, inclusive).
+    pub fn feasible(&self, intervals: &[(i128, i128)]) -> bool {
+        let (step, low, high) = match self.integer {
+            true => (
+                lcm(self.step, SCALE).unwrap_or(i128::MAX),
+                i64::MIN as i128 * SCALE,
+                i64::MAX as i128 * SCALE,
+            ),
+            false => (self.step, -SCALED_LIMIT, SCALED_LIMIT),
+        };
+        intervals.iter().any(|&(a, b)| {
+            let lo = a.max(self.min.unwrap_or(low)).max(low);
+            let hi = b.min(self.max.unwrap_or(high)).min(high);
+            lo <= hi && lo + (step - lo.rem_euclid(step)) % step <= hi
+        })
+    }
+}
+
+/// Least common multiple, `None` on overflow.
+pub(crate) fn lcm(a: i128, b: i128) -> Option<i128> {
+    let gcd = |mut x: i128, mut y: i128| {
+        while y != 0 {
+            (x, y) = (y, x % y);
+        }
+        x
+    };
+    (a / gcd(a, b)).checked_mul(b)
 }
 
 /// A string's length bounds, in code points.
@@ -169,6 +227,7 @@ pub(crate) struct SchemaArena {
     pub never: NodeId,
     pub any_object: NodeId,
     pub any_array: NodeId,
+    pub any_number: NodeId,
     /// Keywords ignored (lenient only), one line per (tool, path).
     pub warnings: Vec<String>,
     options: SchemaOptions,
@@ -183,6 +242,7 @@ impl SchemaArena {
             never: 1,
             any_object: 0,
             any_array: 0,
+            any_number: 0,
             warnings: Vec::new(),
             options,
         };
@@ -202,6 +262,7 @@ impl SchemaArena {
             min: 0,
             max: u64::MAX,
         }));
+        arena.any_number = arena.push(Node::Number(NumberShape::ANY));
         arena
     }
 
@@ -260,6 +321,14 @@ impl SchemaArena {
             [single] => *single,
             _ => self.push(Node::Union(kept)),
         }
+    }
+
+    /// A number shape, `Never` when no value fits it.
+    pub(crate) fn number(&mut self, shape: NumberShape) -> NodeId {
+        if !shape.feasible(&[(-SCALED_LIMIT, SCALED_LIMIT)]) {
+            return self.never;
+        }
+        self.push(Node::Number(shape))
     }
 
     pub(crate) fn string(&mut self, shape: StringShape) -> NodeId {

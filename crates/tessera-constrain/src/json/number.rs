@@ -1,0 +1,255 @@
+//! Numbers, digit by digit. A number with bounds (`minimum`, `maximum`, their
+//! exclusive forms, `multipleOf`, or `integer`, which is bounded by i64) is
+//! read as an exact decimal: at most 19 integer and 18 fraction digits, no
+//! exponent, and each digit is allowed only if some completion still lands
+//! in range on the multiple's grid (values are compared as integers scaled by
+//! 10^18). A number without bounds may use an exponent, within what an f64
+//! holds (magnitude below 10^308), with at most 20 integer and 24 fraction
+//! digits (serde_json writes an f64 in fewer), so a model cannot loop on digits.
+
+use super::NumAt;
+use crate::schema::{NumberShape, SCALE};
+
+/// Most integer digits a bounded number may have (i64 has 19).
+const MAX_INT_DIGITS: u16 = 19;
+/// Most fraction digits a bounded number may have (the scale).
+const MAX_FRAC_DIGITS: u16 = 18;
+/// A free number's magnitude stays below 10^this.
+const MAX_DECIMAL_EXPONENT: u16 = 308;
+/// Most integer and fraction digits of a number without bounds.
+const MAX_FREE_INT_DIGITS: u16 = 20;
+const MAX_FREE_FRAC_DIGITS: u16 = 24;
+
+/// A number read so far.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub(crate) struct NumLex {
+    pub at: NumAt,
+    neg: bool,
+    int_len: u16,
+    frac_len: u16,
+    exp_neg: bool,
+    exp: u16,
+    /// Bounded numbers: the integer part's value and the fraction digits' value.
+    int: u64,
+    frac: u64,
+}
+
+/// What one byte does to a number.
+pub(crate) enum NumStep {
+    Inside(NumLex),
+    /// The number ended before this byte (which belongs to what follows).
+    Ended,
+}
+
+impl NumLex {
+    const EMPTY: Self = Self {
+        at: NumAt::Minus,
+        neg: false,
+        int_len: 0,
+        frac_len: 0,
+        exp_neg: false,
+        exp: 0,
+        int: 0,
+        frac: 0,
+    };
+
+    /// The number `byte` starts, if one of `shape` can.
+    pub fn start(shape: &NumberShape, byte: u8) -> Option<Self> {
+        let number = match byte {
+            b'-' => Self {
+                neg: true,
+                ..Self::EMPTY
+            },
+            b'0'..=b'9' => Self::EMPTY.digit(shape, byte)?,
+            _ => return None,
+        };
+        (!shape.is_bounded() || shape.feasible(&number.reach())).then_some(number)
+    }
+
+    /// Whether the number may end here.
+    pub fn complete(&self, shape: &NumberShape) -> bool {
+        matches!(self.at, NumAt::Zero | NumAt::Int | NumAt::Frac | NumAt::Exp)
+            && (!shape.is_bounded() || shape.feasible(&[self.point()]))
+    }
+
+    pub fn step(self, shape: &NumberShape, byte: u8) -> Option<NumStep> {
+        let next = match (self.at, byte) {
+            (NumAt::Minus | NumAt::Int, b'0'..=b'9') => self.digit(shape, byte),
+            (NumAt::Zero | NumAt::Int, b'.') if !shape.integer => Some(Self { at: NumAt::Dot, ..self }),
+            (NumAt::Dot | NumAt::Frac, b'0'..=b'9') => self.fraction_digit(shape, byte),
+            (NumAt::Zero | NumAt::Int | NumAt::Frac, b'e' | b'E') if !shape.is_bounded() => {
+                Some(Self { at: NumAt::E, ..self })
+            }
+            (NumAt::E, b'+' | b'-') => Some(Self {
+                at: NumAt::ESign,
+                exp_neg: byte == b'-',
+                ..self
+            }),
+            (NumAt::E | NumAt::ESign | NumAt::Exp, b'0'..=b'9') => self.exponent_digit(byte),
+            _ => {
+                return (!byte.is_ascii_digit() && self.complete(shape)).then_some(NumStep::Ended);
+            }
+        }?;
+        (!shape.is_bounded() || shape.feasible(&next.reach())).then_some(NumStep::Inside(next))
+    }
+
+    fn digit(self, shape: &NumberShape, byte: u8) -> Option<Self> {
+        let d = (byte - b'0') as u64;
+        let int_len = self.int_len + 1;
+        let most = if shape.is_bounded() {
+            MAX_INT_DIGITS
+        } else {
+            MAX_FREE_INT_DIGITS
+        };
+        if int_len > most {
+            return None;
+        }
+        Some(Self {
+            at: if self.int_len == 0 && d == 0 {
+                NumAt::Zero
+            } else {
+                NumAt::Int
+            },
+            int_len,
+            int: self.int.saturating_mul(10).saturating_add(d),
+            ..self
+        })
+    }
+
+    fn fraction_digit(self, shape: &NumberShape, byte: u8) -> Option<Self> {
+        let frac_len = self.frac_len + 1;
+        let most = if shape.is_bounded() {
+            MAX_FRAC_DIGITS
+        } else {
+            MAX_FREE_FRAC_DIGITS
+        };
+        if frac_len > most {
+            return None;
+        }
+        Some(Self {
+            at: NumAt::Frac,
+            frac_len,
+            frac: self.frac.saturating_mul(10).saturating_add((byte - b'0') as u64),
+            ..self
+        })
+    }
+
+    fn exponent_digit(self, byte: u8) -> Option<Self> {
+        let exp = self.exp.checked_mul(10)?.checked_add((byte - b'0') as u16)?;
+        let too_big = if self.exp_neg {
+            exp > 999
+        } else {
+            self.int_len.saturating_add(exp) > MAX_DECIMAL_EXPONENT
+        };
+        (!too_big).then_some(Self {
+            at: NumAt::Exp,
+            exp,
+            ..self
+        })
+    }
+
+    /// The value so far, scaled (a bounded number's point if it ended here).
+    fn point(&self) -> (i128, i128) {
+        let magnitude =
+            self.int as i128 * SCALE + self.frac as i128 * 10i128.pow((MAX_FRAC_DIGITS - self.frac_len) as u32);
+        self.signed(magnitude, magnitude)
+    }
+
+    fn signed(&self, lo: i128, hi: i128) -> (i128, i128) {
+        if self.neg {
+            (-hi, -lo)
+        } else {
+            (lo, hi)
+        }
+    }
+
+    /// The scaled intervals its completions can reach.
+    fn reach(&self) -> Vec<(i128, i128)> {
+        let int = self.int as i128;
+        match self.at {
+            NumAt::Minus => vec![(-(10i128.pow(MAX_INT_DIGITS as u32) * SCALE - 1), 0)],
+            NumAt::Zero => vec![self.signed(0, SCALE - 1)],
+            NumAt::Int => (0..=(MAX_INT_DIGITS - self.int_len) as u32)
+                .map(|j| {
+                    let base = int * 10i128.pow(j);
+                    self.signed(base * SCALE, (base + 10i128.pow(j)) * SCALE - 1)
+                })
+                .collect(),
+            NumAt::Dot => vec![self.signed(int * SCALE, (int + 1) * SCALE - 1)],
+            _ => {
+                let (at, _) = self.point();
+                let unit = 10i128.pow((MAX_FRAC_DIGITS - self.frac_len) as u32);
+                let magnitude = at.abs();
+                vec![self.signed(magnitude, magnitude + unit - 1)]
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::schema::SCALE;
+
+    /// Whether `text` (then a `,`) is a complete number of `shape`.
+    fn reads(shape: &NumberShape, text: &str) -> bool {
+        let mut bytes = text.bytes();
+        let Some(mut num) = bytes.next().and_then(|b| NumLex::start(shape, b)) else {
+            return false;
+        };
+        for byte in bytes {
+            match num.step(shape, byte) {
+                Some(NumStep::Inside(next)) => num = next,
+                _ => return false,
+            }
+        }
+        matches!(num.step(shape, b','), Some(NumStep::Ended))
+    }
+
+    fn bounded(integer: bool, min: Option<f64>, max: Option<f64>, step: f64) -> NumberShape {
+        let scale = |v: f64| (v * 1e6).round() as i128 * (SCALE / 1_000_000);
+        NumberShape {
+            integer,
+            min: min.map(scale),
+            max: max.map(scale),
+            step: scale(step).max(1),
+        }
+    }
+
+    #[test]
+    fn integers_stay_within_bounds_and_i64() {
+        let timeout = bounded(true, Some(1.0), Some(3600.0), 0.0);
+        assert!(reads(&timeout, "3600"));
+        assert!(reads(&timeout, "1"));
+        assert!(!reads(&timeout, "1000000"), "the issue's timeout_seconds");
+        assert!(!reads(&timeout, "3601"));
+        assert!(!reads(&timeout, "0"));
+        assert!(!reads(&timeout, "36.5"));
+        let any = bounded(true, None, None, 0.0);
+        assert!(reads(&any, "9223372036854775807"));
+        assert!(reads(&any, "-9223372036854775808"));
+        assert!(!reads(&any, "9223372036854775808"), "past i64");
+        assert!(!reads(&any, "12345678901234567890123"), "a digit loop ends at i64");
+        assert!(!reads(&any, "1e3"));
+        assert!(!reads(&any, "01"));
+    }
+
+    #[test]
+    fn decimals_compare_exactly_and_keep_to_their_grid() {
+        let below = bounded(false, None, Some(3.0), 0.0);
+        assert!(reads(&below, "3.0") && reads(&below, "2.999999") && reads(&below, "-1"));
+        assert!(!reads(&below, "3.000001"));
+        let above_exclusive = NumberShape {
+            min: Some(11 * SCALE / 10 + 1),
+            ..NumberShape::ANY
+        };
+        assert!(!reads(&above_exclusive, "1.1"));
+        assert!(reads(&above_exclusive, "1.100000000000000001"));
+        let cents = bounded(false, None, None, 0.01);
+        assert!(reads(&cents, "19.99") && !reads(&cents, "19.999"));
+        let free = NumberShape::ANY;
+        assert!(reads(&free, "1.5e+300") && reads(&free, "-0.000123") && reads(&free, "1E-7"));
+        assert!(!reads(&free, "1e309"), "not an f64");
+        assert!(!reads(&free, &format!("0.{}", "3".repeat(25))), "a fraction loop ends");
+    }
+}
