@@ -107,3 +107,32 @@ fn nested_arrays_in_a_response_format_complete_or_are_refused() {
         format!("/properties/list{}", "/items".repeat(MAX_DEPTH as usize - 1))
     );
 }
+
+/// A recursive schema (`$ref` to itself) nests as deep as a value can, and no
+/// deeper: at the limit the only way on is to close; a recursion with no way
+/// out is refused when it compiles.
+#[test]
+fn recursive_schemas_close_at_the_limit_and_endless_ones_are_refused() {
+    use tessera_constrain::{SchemaOptions, ValueSchema};
+    let tree = json!({"type": "object", "properties": {"child": {"$ref": "#"}}, "additionalProperties": false});
+    let compiled = ValueSchema::compile("tree", &tree, SchemaOptions::EXACT).unwrap();
+    let nested = |depth: u32| (1..depth).fold("{}".to_string(), |inner, _| format!("{{\"child\":{inner}}}"));
+    assert!(compiled.accepts(nested(MAX_DEPTH).as_bytes()));
+    assert!(
+        !compiled.accepts(nested(MAX_DEPTH + 1).as_bytes()),
+        "past the limit the key is not offered"
+    );
+    let endless = json!({"type": "object", "properties": {"next": {"$ref": "#"}}, "required": ["next"]});
+    let refused = ValueSchema::compile("endless", &endless, SchemaOptions::EXACT).unwrap_err();
+    assert!(refused.to_string().contains("never ends"), "{refused}");
+    let list = json!({"type": "array", "items": {"$ref": "#"}});
+    let lists = ValueSchema::compile("lists", &list, SchemaOptions::EXACT).unwrap();
+    let deep = format!("{}{}", "[".repeat(MAX_DEPTH as usize), "]".repeat(MAX_DEPTH as usize));
+    assert!(lists.accepts(deep.as_bytes()));
+    let deeper = format!(
+        "{}{}",
+        "[".repeat(MAX_DEPTH as usize + 1),
+        "]".repeat(MAX_DEPTH as usize + 1)
+    );
+    assert!(!lists.accepts(deeper.as_bytes()));
+}

@@ -236,7 +236,8 @@ impl JsonMachine<'_> {
         } else {
             self.stacks.top(stack).depth + 1
         };
-        if depth > MAX_DEPTH {
+        // The container must be able to close within the limit (recursive shapes).
+        if depth - 1 + self.arena.need(node).max(1) > MAX_DEPTH {
             return None;
         }
         let frame = Frame {
@@ -303,7 +304,8 @@ impl JsonMachine<'_> {
     /// Which keys may start next in an object: declared ones (bits) and whether
     /// undeclared ones may. With `maxProperties`, once the properties still
     /// required fill what is left, only they may come.
-    fn key_choices(shape: &ObjectShape, frame: Frame) -> (u64, bool) {
+    /// Keys whose values could not close within [`MAX_DEPTH`] here are left out.
+    fn key_choices(&self, shape: &ObjectShape, frame: Frame) -> (u64, bool) {
         let count = frame.seen.count_ones() + frame.extra;
         let missing = shape.required & !frame.seen;
         if count >= shape.max_props {
@@ -312,7 +314,12 @@ impl JsonMachine<'_> {
         if count + missing.count_ones() >= shape.max_props {
             return (missing, false);
         }
-        (!frame.seen & !shape.forbidden, shape.additional.is_some())
+        let fits = |node: NodeId| frame.depth + self.arena.need(node) <= MAX_DEPTH;
+        let too_deep = (0..shape.props.len())
+            .filter(|&i| !fits(shape.props[i]))
+            .fold(0u64, |bits, i| bits | 1 << i);
+        let additional = shape.additional.is_some_and(fits);
+        (!frame.seen & !shape.forbidden & !(too_deep & !missing), additional)
     }
 
     /// Whether the object may close: required properties present, enough of them.
@@ -321,7 +328,7 @@ impl JsonMachine<'_> {
     }
 
     fn key_possible(&self, shape: &ObjectShape, frame: Frame) -> bool {
-        let (declared, additional) = Self::key_choices(shape, frame);
+        let (declared, additional) = self.key_choices(shape, frame);
         additional || self.arena.tries[shape.keys as usize].below(0) & declared != 0
     }
 
@@ -349,7 +356,7 @@ impl JsonMachine<'_> {
         let frame = self.stacks.top(stack);
         let shape = self.object(frame)?;
         let keys: &LiteralTrie = &self.arena.tries[shape.keys as usize];
-        let (declared, additional) = Self::key_choices(shape, frame);
+        let (declared, additional) = self.key_choices(shape, frame);
         let bounds = Bounds { min: 0, max: u32::MAX };
         match text.step(byte, bounds, true)? {
             TextStep::End => {
@@ -409,6 +416,9 @@ impl JsonMachine<'_> {
         match byte {
             b',' if frame.seen < shape.max => {
                 let node = shape.item(frame.seen)?;
+                if frame.depth + self.arena.need(node) > MAX_DEPTH {
+                    return None;
+                }
                 Some(JsonState {
                     stack,
                     lex: Lex::Value { node, spaced: false },

@@ -228,6 +228,10 @@ pub(crate) struct SchemaArena {
     pub any_object: NodeId,
     pub any_array: NodeId,
     pub any_number: NodeId,
+    /// Containers a shortest value of each node nests (`u32::MAX`: none ends);
+    /// filled by [`SchemaArena::finish`]. The automaton opens a container or
+    /// starts a key only where the value can still close within [`MAX_DEPTH`].
+    pub depth_need: Vec<u32>,
     /// Keywords ignored (lenient only), one line per (tool, path).
     pub warnings: Vec<String>,
     options: SchemaOptions,
@@ -243,6 +247,7 @@ impl SchemaArena {
             any_object: 0,
             any_array: 0,
             any_number: 0,
+            depth_need: Vec::new(),
             warnings: Vec::new(),
             options,
         };
@@ -279,12 +284,53 @@ impl SchemaArena {
                 message: "the parameters of a tool must be an object schema".into(),
             });
         }
+        self.check_depth(tool, object)?;
         Ok(object)
     }
 
     /// Compile a schema for a whole JSON value (any root type).
     pub fn compile_value(&mut self, name: &str, schema: &Value) -> Result<NodeId, ConstrainError> {
-        Compiler::new(self, name, schema).compile_root()
+        let root = Compiler::new(self, name, schema).compile_root()?;
+        self.check_depth(name, root)?;
+        Ok(root)
+    }
+
+    /// Refuse a root no value of which closes within [`MAX_DEPTH`] (a recursion with no way out).
+    fn check_depth(&mut self, tool: &str, root: NodeId) -> Result<(), ConstrainError> {
+        self.finish();
+        if self.need(root) <= MAX_DEPTH {
+            return Ok(());
+        }
+        Err(ConstrainError::InvalidSchema {
+            tool: tool.to_string(),
+            path: "/".into(),
+            message: format!("every value nests containers more than {MAX_DEPTH} deep, or never ends (a recursive `$ref` with no way out)"),
+        })
+    }
+
+    /// Compute [`depth_need`](Self::depth_need) for every node (a fixpoint:
+    /// recursive shapes converge from "never ends" down).
+    pub fn finish(&mut self) {
+        let mut need = vec![u32::MAX; self.nodes.len()];
+        loop {
+            let mut changed = false;
+            for (i, node) in self.nodes.iter().enumerate() {
+                let value = node_need(node, &need);
+                if value < need[i] {
+                    need[i] = value;
+                    changed = true;
+                }
+            }
+            if !changed {
+                break;
+            }
+        }
+        self.depth_need = need;
+    }
+
+    /// Containers a shortest value of `node` nests (0 before [`finish`](Self::finish)).
+    pub fn need(&self, node: NodeId) -> u32 {
+        self.depth_need.get(node as usize).copied().unwrap_or(0)
     }
 
     pub fn options(&self) -> SchemaOptions {
@@ -403,6 +449,34 @@ impl SchemaArena {
         }
         self.tries.push(LiteralTrie::new(serialized));
         self.push(Node::Literals((self.tries.len() - 1) as u32))
+    }
+}
+
+/// One step of the depth fixpoint for `node`, given the current figures.
+fn node_need(node: &Node, need: &[u32]) -> u32 {
+    let of = |n: &NodeId| need[*n as usize];
+    match node {
+        Node::Any | Node::Null | Node::Boolean | Node::Number(_) | Node::String(_) | Node::Literals(_) => 0,
+        Node::Never | Node::Pending => u32::MAX,
+        Node::Union(alternatives) => alternatives.iter().map(of).min().unwrap_or(u32::MAX),
+        Node::Array(shape) => {
+            let items =
+                (0..shape.min.min(shape.prefix.len() as u64 + 1)).map(|i| shape.item(i).map_or(u32::MAX, |n| of(&n)));
+            items.max().unwrap_or(0).saturating_add(1)
+        }
+        Node::Object(shape) => {
+            let required = (0..shape.props.len()).filter(|i| shape.required & (1 << i) != 0);
+            let deepest = required.map(|i| of(&shape.props[i])).max().unwrap_or(0);
+            // Keys beyond the required ones (minProperties): the shallowest other kind.
+            let extra = shape.min_props > shape.required.count_ones();
+            let other = (0..shape.props.len())
+                .filter(|i| shape.required & (1 << i) == 0 && shape.forbidden & (1 << i) == 0)
+                .map(|i| of(&shape.props[i]))
+                .chain(shape.additional.iter().map(of))
+                .max()
+                .unwrap_or(0);
+            deepest.max(if extra { other } else { 0 }).saturating_add(1)
+        }
     }
 }
 
