@@ -86,6 +86,7 @@ impl CompiledTools {
             roots.push(arena.compile_parameters(&tool.name, &tool.parameters)?);
             names.push(tool.name.clone());
         }
+        arena.finish_and_check(names.iter().map(String::as_str).zip(roots.iter().copied()))?;
         Ok(Self {
             names,
             roots,

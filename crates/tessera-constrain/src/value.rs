@@ -2,7 +2,6 @@
 //! constrains generation: what the conformance suite drives, and a way for a
 //! caller to ask whether a text is a value the constraint would produce.
 
-use crate::json::{JsonMachine, JsonState, Stacks};
 use crate::schema::{NodeId, SchemaArena, SchemaOptions};
 use crate::ConstrainError;
 use serde_json::Value;
@@ -20,21 +19,14 @@ impl ValueSchema {
     pub fn compile(name: &str, schema: &Value, options: SchemaOptions) -> Result<Self, ConstrainError> {
         let mut arena = SchemaArena::new(options);
         let root = arena.compile_value(name, schema)?;
+        arena.finish_and_check([(name, root)])?;
         Ok(Self { arena, root })
     }
 
     /// Whether the automaton accepts `text` byte by byte as one complete value
     /// (no leading or trailing whitespace).
     pub fn accepts(&self, text: &[u8]) -> bool {
-        let mut stacks = Stacks::default();
-        let mut machine = JsonMachine {
-            arena: &self.arena,
-            stacks: &mut stacks,
-        };
-        let end = text
-            .iter()
-            .try_fold(JsonState::start(self.root), |state, &byte| machine.step(state, byte));
-        end.is_some_and(|state| machine.is_complete(state))
+        crate::json::accepts(&self.arena, self.root, text)
     }
 
     /// Keywords ignored under [`SchemaOptions::lenient`], each with its path.

@@ -63,7 +63,7 @@ impl NumLex {
             b'0'..=b'9' => Self::EMPTY.digit(shape, byte)?,
             _ => return None,
         };
-        (!shape.is_bounded() || shape.feasible(&number.reach())).then_some(number)
+        (!shape.is_bounded() || shape.feasible(number.reach().as_slice())).then_some(number)
     }
 
     /// Whether the number may end here.
@@ -90,7 +90,7 @@ impl NumLex {
                 return (!byte.is_ascii_digit() && self.complete(shape)).then_some(NumStep::Ended);
             }
         }?;
-        (!shape.is_bounded() || shape.feasible(&next.reach())).then_some(NumStep::Inside(next))
+        (!shape.is_bounded() || shape.feasible(next.reach().as_slice())).then_some(NumStep::Inside(next))
     }
 
     fn digit(self, shape: &NumberShape, byte: u8) -> Option<Self> {
@@ -163,26 +163,45 @@ impl NumLex {
         }
     }
 
-    /// The scaled intervals its completions can reach.
-    fn reach(&self) -> Vec<(i128, i128)> {
+    /// The scaled intervals its completions can reach (no allocation: this runs per digit in mask walks).
+    fn reach(&self) -> Reach {
         let int = self.int as i128;
+        let mut reach = Reach::default();
         match self.at {
-            NumAt::Minus => vec![(-(10i128.pow(MAX_INT_DIGITS as u32) * SCALE - 1), 0)],
-            NumAt::Zero => vec![self.signed(0, SCALE - 1)],
-            NumAt::Int => (0..=(MAX_INT_DIGITS - self.int_len) as u32)
-                .map(|j| {
+            NumAt::Minus => reach.push((-(10i128.pow(MAX_INT_DIGITS as u32) * SCALE - 1), 0)),
+            NumAt::Zero => reach.push(self.signed(0, SCALE - 1)),
+            NumAt::Int => {
+                for j in 0..=(MAX_INT_DIGITS - self.int_len) as u32 {
                     let base = int * 10i128.pow(j);
-                    self.signed(base * SCALE, (base + 10i128.pow(j)) * SCALE - 1)
-                })
-                .collect(),
-            NumAt::Dot => vec![self.signed(int * SCALE, (int + 1) * SCALE - 1)],
+                    reach.push(self.signed(base * SCALE, (base + 10i128.pow(j)) * SCALE - 1));
+                }
+            }
+            NumAt::Dot => reach.push(self.signed(int * SCALE, (int + 1) * SCALE - 1)),
             _ => {
-                let (at, _) = self.point();
+                let magnitude = self.point().0.abs();
                 let unit = 10i128.pow((MAX_FRAC_DIGITS - self.frac_len) as u32);
-                let magnitude = at.abs();
-                vec![self.signed(magnitude, magnitude + unit - 1)]
+                reach.push(self.signed(magnitude, magnitude + unit - 1));
             }
         }
+        reach
+    }
+}
+
+/// Up to one interval per integer digit still possible.
+#[derive(Default)]
+struct Reach {
+    intervals: [(i128, i128); MAX_INT_DIGITS as usize + 1],
+    len: usize,
+}
+
+impl Reach {
+    fn push(&mut self, interval: (i128, i128)) {
+        self.intervals[self.len] = interval;
+        self.len += 1;
+    }
+
+    fn as_slice(&self) -> &[(i128, i128)] {
+        &self.intervals[..self.len]
     }
 }
 

@@ -284,28 +284,32 @@ impl SchemaArena {
                 message: "the parameters of a tool must be an object schema".into(),
             });
         }
-        self.check_depth(tool, object)?;
         Ok(object)
     }
 
     /// Compile a schema for a whole JSON value (any root type).
     pub fn compile_value(&mut self, name: &str, schema: &Value) -> Result<NodeId, ConstrainError> {
-        let root = Compiler::new(self, name, schema).compile_root()?;
-        self.check_depth(name, root)?;
-        Ok(root)
+        Compiler::new(self, name, schema).compile_root()
     }
 
-    /// Refuse a root no value of which closes within [`MAX_DEPTH`] (a recursion with no way out).
-    fn check_depth(&mut self, tool: &str, root: NodeId) -> Result<(), ConstrainError> {
+    /// Once every schema is compiled: [`finish`](Self::finish) the depth
+    /// figures, then refuse a root no value of which closes within
+    /// [`MAX_DEPTH`] (a recursion with no way out). `roots`: (tool, root).
+    pub fn finish_and_check<'t>(
+        &mut self,
+        roots: impl IntoIterator<Item = (&'t str, NodeId)>,
+    ) -> Result<(), ConstrainError> {
         self.finish();
-        if self.need(root) <= MAX_DEPTH {
-            return Ok(());
+        for (tool, root) in roots {
+            if self.need(root) > MAX_DEPTH {
+                return Err(ConstrainError::InvalidSchema {
+                    tool: tool.to_string(),
+                    path: "/".into(),
+                    message: format!("every value nests containers more than {MAX_DEPTH} deep, or never ends (a recursive `$ref` with no way out)"),
+                });
+            }
         }
-        Err(ConstrainError::InvalidSchema {
-            tool: tool.to_string(),
-            path: "/".into(),
-            message: format!("every value nests containers more than {MAX_DEPTH} deep, or never ends (a recursive `$ref` with no way out)"),
-        })
+        Ok(())
     }
 
     /// Compute [`depth_need`](Self::depth_need) for every node (a fixpoint:
