@@ -38,6 +38,16 @@ fn tools() -> Arc<CompiledTools> {
             "file_write",
             json!({"type": "object", "properties": {"path": {"type": "string"}, "mode": {"enum": ["create", "append"]}, "meta": {"type": "object", "properties": {"tags": {"type": "array"}}}}, "required": ["path", "mode"], "additionalProperties": false}),
         ),
+        def(
+            "calendar_add",
+            json!({"type": "object", "properties": {
+                "due": {"type": "string", "pattern": "^[0-9]{4}-[0-9]{2}-[0-9]{2}$"},
+                "at": {"type": "string", "format": "date-time"},
+                "title": {"type": "string", "minLength": 1, "maxLength": 40, "pattern": "^[A-Z]"},
+                "labels": {"type": "object", "patternProperties": {"^x-": {"type": "string"}}, "propertyNames": {"maxLength": 8}, "additionalProperties": {"type": "integer"}},
+                "email": {"type": "string", "format": "email"}
+            }, "required": ["due", "title"], "additionalProperties": false}),
+        ),
     ];
     Arc::new(CompiledTools::compile(&tools).unwrap())
 }
@@ -134,6 +144,12 @@ fn required_and_family_masks_are_exact() {
     walk(choice(CallMode::Required, None, true), text, 2);
     let family = "<tool_call>\n{\"name\": \"browser_find\", \"arguments\": {\"query\": \"rust ownership\", \"limit\": 10, \"extra\": [true, false]}}\n</tool_call>";
     walk(choice(CallMode::Required, Some(&["browser_*"]), false), family, 3);
+}
+
+#[test]
+fn pattern_format_and_key_pattern_masks_are_exact() {
+    let text = "<tool_call>\n{\"name\": \"calendar_add\", \"arguments\": {\"due\": \"2026-12-01\", \"title\": \"Review \\\"Q4\\\"\", \"at\": \"2026-12-01T10:00:00Z\", \"labels\": {\"x-team\": \"infra\", \"prio\": 2}, \"email\": \"ops@example.com\"}}\n</tool_call>";
+    walk(choice(CallMode::Required, Some(&["calendar_add"]), false), text, 4);
 }
 
 #[test]

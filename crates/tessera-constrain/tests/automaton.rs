@@ -454,3 +454,64 @@ fn a_json_value_response_is_exactly_one_value_of_the_schema() {
     assert!(!accepts(r#"{"city": "Oslo"} and more"#));
     assert!(!accepts(r#"{"city": "Os"#), "unfinished");
 }
+
+#[test]
+fn the_reported_bounds_and_patterns_hold() {
+    // The values that went through before: past a maximum, against a pattern.
+    check(
+        json!({"type": "object", "properties": {"timeout_seconds": {"type": "integer", "maximum": 3600}, "max_results": {"type": "integer", "minimum": 1, "maximum": 500}}}),
+        &[
+            (r#"{"timeout_seconds": 3600}"#, true),
+            (r#"{"timeout_seconds": 1000000}"#, false),
+            (r#"{"max_results": 500}"#, true),
+            (r#"{"max_results": 1000}"#, false),
+            (r#"{"max_results": 0}"#, false),
+        ],
+    );
+    check(
+        json!({"type": "object", "properties": {"due": {"type": "string", "pattern": "^[0-9]{4}-[0-9]{2}-[0-9]{2}$"}}, "required": ["due"]}),
+        &[
+            (r#"{"due": "2026-12-01"}"#, true),
+            (r#"{"due": "todos"}"#, false),
+            (r#"{"due": "2026-12-01x"}"#, false),
+            (r#"{"due": "\u0032026-12-01"}"#, false),
+        ],
+    );
+}
+
+#[test]
+fn formats_are_asserted_and_unknown_ones_refused() {
+    check(
+        json!({"type": "object", "properties": {"at": {"type": "string", "format": "date-time"}, "id": {"type": "string", "format": "uuid"}, "n": {"type": "integer", "format": "int32"}}}),
+        &[
+            (r#"{"at": "2026-02-28T23:59:60+01:00"}"#, false),
+            (r#"{"at": "2026-02-28T23:59:60-00:00"}"#, true),
+            (r#"{"at": "2026-12-31T15:59:60-08:00"}"#, true),
+            (r#"{"at": "2026-02-29T00:00:00Z"}"#, false),
+            (r#"{"id": "2eb8aa08-aa98-11ea-b4aa-73b441d16380"}"#, true),
+            (r#"{"id": "2eb8aa08"}"#, false),
+            (r#"{"n": 2147483647}"#, true),
+            (r#"{"n": 2147483648}"#, false),
+        ],
+    );
+    let unknown = [tool(
+        "t",
+        json!({"type": "object", "properties": {"d": {"type": "string", "format": "duration"}}}),
+    )];
+    let error = CompiledTools::compile(&unknown).unwrap_err().to_string();
+    assert!(error.contains("/properties/d/format"), "{error}");
+}
+
+#[test]
+fn key_patterns_and_property_names_shape_the_keys() {
+    check(
+        json!({"type": "object", "properties": {"id": {"type": "integer"}}, "patternProperties": {"^x-": {"type": "string"}, "count$": {"type": "integer"}}, "propertyNames": {"maxLength": 8}, "additionalProperties": false}),
+        &[
+            (r#"{"id": 1, "x-a": "s", "a_count": 2}"#, true),
+            (r#"{"x-count": 2}"#, false),
+            (r#"{"x-a": 1}"#, false),
+            (r#"{"other": 1}"#, false),
+            (r#"{"x-toolong": "s"}"#, false),
+        ],
+    );
+}

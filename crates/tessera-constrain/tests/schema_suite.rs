@@ -8,6 +8,10 @@
 //! invalid one in every form below (a form the automaton never writes is
 //! still a form, and an invalid value must be refused in all of them).
 //!
+//! `format` is asserted (the format-assertion vocabulary): the top-level
+//! `format.json`, which tests `format` as an annotation only, is replaced by
+//! the suite's `optional/format/*.json` for the formats enforced.
+//!
 //! Prints a table per keyword file (enforced / refused / wrong) and writes it
 //! to `$CARGO_TARGET_DIR/schema-suite.md`; fails if any group is wrong.
 
@@ -15,7 +19,7 @@ use serde_json::Value;
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::path::Path;
-use tessera_constrain::{SchemaOptions, ValueSchema};
+use tessera_constrain::{SchemaOptions, ValueSchema, ENFORCED_FORMATS};
 
 /// How an instance is spelled.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -178,6 +182,10 @@ fn check_group(group: &Value, tally: &mut Tally) -> Option<String> {
     None
 }
 
+/// Optional files run too: ECMA-262 regex semantics (`\d` is ASCII, `\s`
+/// is Unicode, ...) and patterns beyond the Basic Multilingual Plane.
+const OPTIONAL_FILES: [&str; 2] = ["ecmascript-regex.json", "non-bmp-regex.json"];
+
 fn run_suite(dir: &Path) -> (BTreeMap<String, Tally>, Vec<String>) {
     let mut table = BTreeMap::new();
     let mut failures = Vec::new();
@@ -192,8 +200,22 @@ fn run_suite(dir: &Path) -> (BTreeMap<String, Tally>, Vec<String>) {
         "the suite has {} files; expected the 46 of draft 2020-12",
         files.len()
     );
+    files.retain(|path| path.file_stem().is_some_and(|stem| stem != "format"));
+    for format in ENFORCED_FORMATS {
+        files.push(dir.join("optional/format").join(format!("{format}.json")));
+    }
+    for optional in OPTIONAL_FILES {
+        files.push(dir.join("optional").join(optional));
+    }
     for path in files {
-        let name = path.file_stem().unwrap().to_string_lossy().into_owned();
+        let stem = path.file_stem().unwrap().to_string_lossy().into_owned();
+        let name = if path.parent().is_some_and(|p| p.ends_with("format")) {
+            format!("format: {stem}")
+        } else if path.parent().is_some_and(|p| p.ends_with("optional")) {
+            format!("optional: {stem}")
+        } else {
+            stem
+        };
         let text = std::fs::read_to_string(&path).unwrap();
         let groups: Vec<Value> = serde_json::from_str(&text).unwrap();
         let tally: &mut Tally = table.entry(name.clone()).or_default();

@@ -2,13 +2,26 @@
 //! in [`super::text`]).
 
 use super::number::{NumLex, NumStep};
-use super::text::{Bounds, TextAt, TextStep};
+use super::text::{Bounds, TextAt, TextPattern, TextRules, TextStep};
 use super::{Frame, JsonState, Lex, StackId, Stacks, WORDS};
 use crate::literal::{LitNode, LiteralTrie};
+use crate::pattern::KeyEnd;
 use crate::schema::{ArrayShape, Node, NodeId, NumberShape, ObjectShape, SchemaArena, StringShape, MAX_DEPTH};
 
-/// `current` when the value being read belongs to an undeclared property.
-const ADDITIONAL: u32 = u32::MAX;
+/// `current` when the value being read belongs to an undeclared property:
+/// this bit, with the set of key patterns the key matched (0 without a key table).
+const UNDECLARED: u32 = 1 << 31;
+
+/// Which keys may start next in an object.
+#[derive(Clone, Copy)]
+struct KeyChoices {
+    /// Declared properties (bits).
+    declared: u64,
+    /// Whether an undeclared property may come (objects without a key table).
+    additional: bool,
+    /// With a key table: the pattern sets an undeclared key may match (bits).
+    sets: u64,
+}
 
 /// Where a byte leads from one thread: nowhere, one thread, or several (a union's alternatives).
 enum Next {
@@ -86,15 +99,15 @@ impl JsonMachine<'_> {
     pub fn in_plain_string(&self, state: JsonState) -> bool {
         match state.lex {
             Lex::Str { node, text } => {
-                let bounds = self.bounds(node);
-                text.at_boundary() && bounds.max == u32::MAX && text.count >= bounds.min
+                let rules = self.text_rules(node);
+                let bounds = rules.bounds;
+                rules.pattern.is_none() && text.at_boundary() && bounds.max == u32::MAX && text.count >= bounds.min
             }
-            Lex::KeyStr { at: None, text } => text.at_boundary(),
-            Lex::KeyStr { at: Some(_), text } => {
+            Lex::KeyStr { at, text } => {
+                let shape = self.object(self.stacks.top(state.stack));
                 text.at_boundary()
-                    && self
-                        .object(self.stacks.top(state.stack))
-                        .is_some_and(|shape| shape.additional.is_some())
+                    && shape
+                        .is_some_and(|shape| shape.key_table.is_none() && (at.is_none() || shape.additional.is_some()))
             }
             _ => false,
         }
@@ -114,14 +127,20 @@ impl JsonMachine<'_> {
         }
     }
 
-    fn bounds(&self, node: NodeId) -> Bounds {
+    fn text_rules(&self, node: NodeId) -> TextRules<'_> {
         let shape = match &self.arena.nodes[node as usize] {
             Node::String(shape) => *shape,
             _ => StringShape::ANY,
         };
-        Bounds {
-            min: shape.min_len,
-            max: shape.max_len,
+        TextRules {
+            bounds: Bounds {
+                min: shape.min_len,
+                max: shape.max_len,
+            },
+            canonical: shape.pattern.is_some(),
+            pattern: shape
+                .pattern
+                .map(|p| TextPattern::Value(&self.arena.patterns[p as usize])),
         }
     }
 
@@ -135,7 +154,7 @@ impl JsonMachine<'_> {
                 }
                 self.start_value(stack, node, byte)
             }
-            Lex::Str { node, text } => match text.step(byte, self.bounds(node), false) {
+            Lex::Str { node, text } => match text.step(byte, &self.text_rules(node)) {
                 None => Next::None,
                 Some(TextStep::End) => Next::from(self.complete(stack)),
                 Some(TextStep::Inside(text)) => at(Lex::Str { node, text }),
@@ -301,25 +320,42 @@ impl JsonMachine<'_> {
         None
     }
 
-    /// Which keys may start next in an object: declared ones (bits) and whether
-    /// undeclared ones may. With `maxProperties`, once the properties still
-    /// required fill what is left, only they may come.
-    /// Keys whose values could not close within [`MAX_DEPTH`] here are left out.
-    fn key_choices(&self, shape: &ObjectShape, frame: Frame) -> (u64, bool) {
+    /// Which keys may start next in an object: declared ones and undeclared
+    /// ones. With `maxProperties`, once the properties still required fill
+    /// what is left, only they may come. Keys whose values could not close
+    /// within [`MAX_DEPTH`] here are left out.
+    fn key_choices(&self, shape: &ObjectShape, frame: Frame) -> KeyChoices {
+        let none = KeyChoices {
+            declared: 0,
+            additional: false,
+            sets: 0,
+        };
         let count = frame.seen.count_ones() + frame.extra;
         let missing = shape.required & !frame.seen;
         if count >= shape.max_props {
-            return (0, false);
+            return none;
         }
         if count + missing.count_ones() >= shape.max_props {
-            return (missing, false);
+            return KeyChoices {
+                declared: missing,
+                ..none
+            };
         }
         let fits = |node: NodeId| frame.depth + self.arena.need(node) <= MAX_DEPTH;
         let too_deep = (0..shape.props.len())
             .filter(|&i| !fits(shape.props[i]))
             .fold(0u64, |bits, i| bits | 1 << i);
-        let additional = shape.additional.is_some_and(fits);
-        (!frame.seen & !shape.forbidden & !(too_deep & !missing), additional)
+        let sets = shape
+            .by_pattern
+            .iter()
+            .enumerate()
+            .filter(|&(_, &node)| !self.arena.is_never(node) && fits(node))
+            .fold(0u64, |bits, (i, _)| bits | 1 << i);
+        KeyChoices {
+            declared: !frame.seen & !shape.forbidden & !(too_deep & !missing),
+            additional: shape.key_table.is_none() && shape.additional.is_some_and(fits),
+            sets,
+        }
     }
 
     /// Whether the object may close: required properties present, enough of them.
@@ -328,8 +364,11 @@ impl JsonMachine<'_> {
     }
 
     fn key_possible(&self, shape: &ObjectShape, frame: Frame) -> bool {
-        let (declared, additional) = self.key_choices(shape, frame);
-        additional || self.arena.tries[shape.keys as usize].below(0) & declared != 0
+        let choices = self.key_choices(shape, frame);
+        match shape.key_table {
+            Some(table) => self.arena.key_tables[table as usize].live(0, choices.declared, choices.sets),
+            None => choices.additional || self.arena.tries[shape.keys as usize].below(0) & choices.declared != 0,
+        }
     }
 
     fn key_start(&mut self, stack: StackId, spaced: bool, first: bool, byte: u8) -> Option<JsonState> {
@@ -343,7 +382,7 @@ impl JsonMachine<'_> {
             b'"' if self.key_possible(shape, frame) => Some(JsonState {
                 stack,
                 lex: Lex::KeyStr {
-                    at: Some(0),
+                    at: shape.key_table.is_none().then_some(0),
                     text: TextAt::START,
                 },
             }),
@@ -355,16 +394,22 @@ impl JsonMachine<'_> {
     fn key_byte(&mut self, stack: StackId, node: Option<LitNode>, text: TextAt, byte: u8) -> Option<JsonState> {
         let frame = self.stacks.top(stack);
         let shape = self.object(frame)?;
+        let choices = self.key_choices(shape, frame);
+        if let Some(table) = shape.key_table {
+            return self.table_key_byte(stack, frame, table, choices, text, byte);
+        }
         let keys: &LiteralTrie = &self.arena.tries[shape.keys as usize];
-        let (declared, additional) = self.key_choices(shape, frame);
-        let bounds = Bounds { min: 0, max: u32::MAX };
-        match text.step(byte, bounds, true)? {
+        let rules = TextRules {
+            canonical: true,
+            ..TextRules::ANY
+        };
+        match text.step(byte, &rules)? {
             TextStep::End => {
                 // The key ended: an allowed declared property, or an undeclared one if allowed.
                 let current = match node.and_then(|n| keys.terminal(n)) {
-                    Some(i) if declared & (1 << i) != 0 => i,
+                    Some(i) if choices.declared & (1 << i) != 0 => i,
                     Some(_) => return None,
-                    None if additional => ADDITIONAL,
+                    None if choices.additional => UNDECLARED,
                     None => return None,
                 };
                 let stack = self.stacks.replace(stack, Frame { current, ..frame });
@@ -372,8 +417,8 @@ impl JsonMachine<'_> {
             }
             TextStep::Inside(text) => {
                 let next = node.and_then(|n| keys.step(n, byte));
-                let live = next.is_some_and(|n| keys.below(n) & declared != 0);
-                if !additional && !live {
+                let live = next.is_some_and(|n| keys.below(n) & choices.declared != 0);
+                if !choices.additional && !live {
                     return None;
                 }
                 Some(JsonState {
@@ -384,12 +429,49 @@ impl JsonMachine<'_> {
         }
     }
 
+    /// A key byte in an object with a key table (`patternProperties`, `propertyNames`).
+    fn table_key_byte(
+        &mut self,
+        stack: StackId,
+        frame: Frame,
+        table: u32,
+        choices: KeyChoices,
+        text: TextAt,
+        byte: u8,
+    ) -> Option<JsonState> {
+        let keys = &self.arena.key_tables[table as usize];
+        let rules = TextRules {
+            canonical: true,
+            pattern: Some(TextPattern::Key {
+                keys,
+                declared: choices.declared,
+                sets: choices.sets,
+            }),
+            ..TextRules::ANY
+        };
+        match text.step(byte, &rules)? {
+            TextStep::End => {
+                let current = match keys.end(text.dfa)? {
+                    KeyEnd::Declared(i) => i,
+                    KeyEnd::Undeclared(set) => UNDECLARED | set as u32,
+                };
+                let stack = self.stacks.replace(stack, Frame { current, ..frame });
+                Some(JsonState { stack, lex: Lex::Colon })
+            }
+            TextStep::Inside(text) => Some(JsonState {
+                stack,
+                lex: Lex::KeyStr { at: None, text },
+            }),
+        }
+    }
+
     fn colon(&mut self, stack: StackId, byte: u8) -> Option<JsonState> {
         let frame = self.stacks.top(stack);
         let shape = self.object(frame)?;
         let node = match frame.current {
-            ADDITIONAL => shape.additional?,
-            i => shape.props[i as usize],
+            c if c & UNDECLARED == 0 => shape.props[c as usize],
+            c if shape.key_table.is_some() => shape.by_pattern[(c & !UNDECLARED) as usize],
+            _ => shape.additional?,
         };
         (byte == b':').then_some(JsonState {
             stack,
@@ -442,7 +524,7 @@ impl JsonMachine<'_> {
         }
         let frame = self.stacks.top(stack);
         let frame = match self.object(frame) {
-            Some(_) if frame.current == ADDITIONAL => Frame {
+            Some(_) if frame.current & UNDECLARED != 0 => Frame {
                 extra: frame.extra + 1,
                 ..frame
             },

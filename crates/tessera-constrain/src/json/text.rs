@@ -2,7 +2,11 @@
 //! forms, no encoded surrogates), escapes checked (a `\u` high surrogate must
 //! be followed by its low half; a lone low half is refused, since a parser
 //! could not decode it), and characters counted in code points for length
-//! bounds.
+//! bounds. A string with a pattern also carries its pattern's DFA state,
+//! fed the decoded characters (an escape as the character it stands for); a
+//! byte is allowed only while a match of an allowed length can still follow.
+
+use crate::pattern::{KeyDfa, KeyEnd, PatternUse};
 
 /// Position inside an escape.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -63,6 +67,8 @@ pub(crate) struct TextAt {
     pub utf8: Utf8,
     /// Code points so far, saturated at the bound that still matters.
     pub count: u32,
+    /// The pattern's DFA state after the characters decoded so far (0 without a pattern).
+    pub dfa: u32,
 }
 
 /// What one byte does to a string's text.
@@ -79,11 +85,68 @@ pub(crate) struct Bounds {
     pub max: u32,
 }
 
+/// What a string's text must be.
+#[derive(Clone, Copy)]
+pub(crate) struct TextRules<'a> {
+    pub bounds: Bounds,
+    /// Escapes only as serde_json writes them (always so with a pattern).
+    pub canonical: bool,
+    pub pattern: Option<TextPattern<'a>>,
+}
+
+/// What a string's decoded text must match.
+#[derive(Clone, Copy)]
+pub(crate) enum TextPattern<'a> {
+    /// A string value's pattern, under its length bounds.
+    Value(&'a PatternUse),
+    /// An object's keys: a declared name among `declared` (bits), or an
+    /// undeclared key whose set of matching key patterns is among `sets`.
+    Key { keys: &'a KeyDfa, declared: u64, sets: u64 },
+}
+
+impl TextPattern<'_> {
+    fn step(&self, state: u32, byte: u8) -> u32 {
+        match self {
+            Self::Value(pattern) => pattern.dfa.step(state, byte),
+            Self::Key { keys, .. } => keys.step(state, byte),
+        }
+    }
+
+    fn live(&self, state: u32, count: u32, bounds: Bounds) -> bool {
+        match *self {
+            Self::Value(pattern) => pattern.live(state, count, bounds.min, bounds.max),
+            Self::Key { keys, declared, sets } => keys.live(state, declared, sets),
+        }
+    }
+
+    /// Whether the text may end in `state`.
+    fn accepts(&self, state: u32) -> bool {
+        match *self {
+            Self::Value(pattern) => pattern.dfa.accepts(state),
+            Self::Key { keys, declared, sets } => match keys.end(state) {
+                Some(KeyEnd::Declared(i)) => declared >> i & 1 != 0,
+                Some(KeyEnd::Undeclared(set)) => sets >> set & 1 != 0,
+                None => false,
+            },
+        }
+    }
+}
+
+impl TextRules<'_> {
+    /// Any text.
+    pub const ANY: TextRules<'static> = TextRules {
+        bounds: Bounds { min: 0, max: u32::MAX },
+        canonical: false,
+        pattern: None,
+    };
+}
+
 impl TextAt {
     pub const START: Self = Self {
         esc: Esc::None,
         utf8: Utf8::READY,
         count: 0,
+        dfa: 0,
     };
 
     /// Between characters, outside any escape.
@@ -92,10 +155,49 @@ impl TextAt {
     }
 
     /// `byte` after this point, or `None` when no valid string continues so.
-    /// `canonical`: escapes only as serde_json writes them (`\"`, `\\`, `\b`
-    /// `\f` `\n` `\r` `\t`, `\u00XX` for other control characters), so each
-    /// text has one spelling (object keys, matched against declared names).
-    pub fn step(self, byte: u8, bounds: Bounds, canonical: bool) -> Option<TextStep> {
+    pub fn step(self, byte: u8, rules: &TextRules<'_>) -> Option<TextStep> {
+        let next = self.step_text(byte, rules.bounds, rules.canonical)?;
+        let Some(pattern) = rules.pattern else {
+            return Some(next);
+        };
+        let TextStep::Inside(mut next) = next else {
+            return pattern.accepts(self.dfa).then_some(TextStep::End);
+        };
+        let live = |c: u8| pattern.live(pattern.step(self.dfa, c), next.count, rules.bounds);
+        if next.esc == Esc::None {
+            let decoded = match self.esc {
+                Esc::Backslash => short_escape(byte)?,
+                Esc::Hex { value, .. } => (value << 4 | hex_value(byte)? as u16) as u8,
+                _ => byte,
+            };
+            if !live(decoded) {
+                return None;
+            }
+            next.dfa = pattern.step(self.dfa, decoded);
+            return Some(TextStep::Inside(next));
+        }
+        // An escape has begun: some character it may still stand for must keep a match.
+        let possible = match next.esc {
+            Esc::Backslash => (0x00..0x20).chain([b'"', b'\\']).any(live),
+            Esc::Hex { left, value } => {
+                let shift = 4 * left as u32;
+                let lo = (value as u32) << shift;
+                let hi = ((value as u32 + 1) << shift).min(0x20);
+                (lo..hi)
+                    .map(|c| c as u8)
+                    .filter(|&c| short_escape_of(c).is_none())
+                    .any(live)
+            }
+            _ => false,
+        };
+        possible.then_some(TextStep::Inside(next))
+    }
+
+    /// The text step alone. `canonical`: escapes only as serde_json writes
+    /// them (`\"`, `\\`, `\b` `\f` `\n` `\r` `\t`, `\u00XX` for other control
+    /// characters), so each text has one spelling (object keys, matched
+    /// against declared names; strings with a pattern).
+    fn step_text(self, byte: u8, bounds: Bounds, canonical: bool) -> Option<TextStep> {
         if self.utf8.left > 0 {
             let utf8 = self.utf8;
             if !(utf8.lo..=utf8.hi).contains(&byte) {
@@ -160,8 +262,31 @@ impl TextAt {
         // Past `min` and without a `max`, the count no longer matters: keep the state still.
         let cap = if bounds.max == u32::MAX { bounds.min } else { bounds.max };
         let count = (self.count + 1).min(cap);
-        Some(TextStep::Inside(Self { esc, utf8, count }))
+        Some(TextStep::Inside(Self {
+            esc,
+            utf8,
+            count,
+            ..self
+        }))
     }
+}
+
+/// The character a short escape (`\n`...) stands for.
+fn short_escape(byte: u8) -> Option<u8> {
+    Some(match byte {
+        b'"' | b'\\' | b'/' => byte,
+        b'b' => 0x08,
+        b'f' => 0x0C,
+        b'n' => b'\n',
+        b'r' => b'\r',
+        b't' => b'\t',
+        _ => return None,
+    })
+}
+
+/// The short escape of a character, if it has one.
+fn short_escape_of(c: u8) -> Option<u8> {
+    (b"\"\\bfnrt".iter().copied()).find(|&e| short_escape(e) == Some(c))
 }
 
 /// Whether `\u` digits so far (`left` still to come) can spell a control
@@ -185,7 +310,11 @@ mod tests {
     fn read(text: &[u8], bounds: Bounds) -> Option<bool> {
         let mut at = TextAt::START;
         for (i, &byte) in text.iter().enumerate() {
-            match at.step(byte, bounds, false)? {
+            let rules = TextRules {
+                bounds,
+                ..TextRules::ANY
+            };
+            match at.step(byte, &rules)? {
                 TextStep::End => return Some(i + 1 == text.len()),
                 TextStep::Inside(next) => at = next,
             }
@@ -217,7 +346,11 @@ mod tests {
         let canonical = |text: &[u8]| {
             let mut at = TextAt::START;
             for &byte in text {
-                match at.step(byte, ANY, true) {
+                let rules = TextRules {
+                    canonical: true,
+                    ..TextRules::ANY
+                };
+                match at.step(byte, &rules) {
                     Some(TextStep::Inside(next)) => at = next,
                     Some(TextStep::End) => return true,
                     None => return false,

@@ -1,7 +1,9 @@
 //! Keywords → shapes. Enforced exactly: `type` (one or a list), `enum`,
-//! `const`, `properties`, `required`, `additionalProperties`, `minProperties`,
+//! `const`, `properties`, `required`, `additionalProperties`,
+//! `patternProperties`, `propertyNames` ([`super::keys`]), `minProperties`,
 //! `maxProperties`, `items`, `prefixItems`, `minItems`, `maxItems`,
-//! `minLength`, `maxLength` (code points), `anyOf`, `allOf`, `oneOf` whose
+//! `minLength`, `maxLength`, `pattern`, `format` ([`super::strings`]),
+//! numeric bounds ([`super::numbers`]), `anyOf`, `allOf`, `oneOf` whose
 //! alternatives can be shown disjoint ([`super::merge`]), boolean schemas,
 //! and local `$ref`s (`#`, JSON pointers, `$anchor`s) with `$defs` /
 //! `definitions`. Annotations are ignored. Anything else is refused with its
@@ -9,9 +11,7 @@
 
 use super::merge::Merger;
 use super::refs::Document;
-use super::{
-    ArrayShape, Node, NodeId, ObjectRules, SchemaArena, StringShape, MAX_DEPTH, MAX_LENGTH_BOUND, MAX_PROPERTIES,
-};
+use super::{ArrayShape, Node, NodeId, ObjectRules, SchemaArena, MAX_DEPTH, MAX_PROPERTIES};
 use crate::ConstrainError;
 use serde_json::{Map, Value};
 use std::collections::HashMap;
@@ -52,12 +52,16 @@ const ENFORCED: &[&str] = &[
     "additionalProperties",
     "minProperties",
     "maxProperties",
+    "patternProperties",
+    "propertyNames",
     "items",
     "prefixItems",
     "minItems",
     "maxItems",
     "minLength",
     "maxLength",
+    "pattern",
+    "format",
     "minimum",
     "maximum",
     "exclusiveMinimum",
@@ -73,7 +77,8 @@ const ENFORCED: &[&str] = &[
     "$id",
 ];
 
-const STRING_KEYWORDS: &[&str] = &["minLength", "maxLength"];
+const STRING_KEYWORDS: &[&str] = &["minLength", "maxLength", "pattern", "format"];
+
 const NUMBER_KEYWORDS: &[&str] = &[
     "minimum",
     "maximum",
@@ -84,6 +89,8 @@ const NUMBER_KEYWORDS: &[&str] = &[
 const ARRAY_KEYWORDS: &[&str] = &["items", "prefixItems", "minItems", "maxItems"];
 const OBJECT_KEYWORDS: &[&str] = &[
     "properties",
+    "patternProperties",
+    "propertyNames",
     "required",
     "additionalProperties",
     "minProperties",
@@ -140,7 +147,7 @@ pub(super) struct Compiler<'a> {
     document: Document<'a>,
     /// Compiled `$ref` targets by JSON pointer (a `Pending` node while in progress).
     refs: HashMap<String, NodeId>,
-    merger: Merger,
+    pub(super) merger: Merger,
     /// Containers enclosing the schema being compiled.
     open_containers: u32,
 }
@@ -198,7 +205,7 @@ impl<'a> Compiler<'a> {
         Ok(placeholder)
     }
 
-    fn compile(&mut self, schema: &Value, at: &At<'_>) -> Result<NodeId, ConstrainError> {
+    pub(super) fn compile(&mut self, schema: &Value, at: &At<'_>) -> Result<NodeId, ConstrainError> {
         let map = match schema {
             Value::Bool(true) => return Ok(self.arena.any),
             Value::Bool(false) => return Ok(self.arena.never),
@@ -363,8 +370,8 @@ impl<'a> Compiler<'a> {
             parts.push(self.number(map, at, integer)?);
         }
         if set & types::STRING != 0 {
-            let shape = self.string_shape(map, at)?;
-            parts.push(self.arena.string(shape));
+            let spec = self.string_shape(map, at)?;
+            parts.push(self.arena.string(spec).map_err(|e| at.error(e))?);
         }
         if set & types::ARRAY != 0 {
             parts.push(self.container(map, at, Self::array)?);
@@ -373,23 +380,6 @@ impl<'a> Compiler<'a> {
             parts.push(self.container(map, at, Self::object)?);
         }
         Ok(self.arena.union(parts))
-    }
-
-    fn string_shape(&mut self, map: &Map<String, Value>, at: &At<'_>) -> Result<StringShape, ConstrainError> {
-        let min = count(map, "minLength", at)?.unwrap_or(0);
-        let max = count(map, "maxLength", at)?;
-        for (key, bound) in [("minLength", Some(min)), ("maxLength", max)] {
-            if bound.is_some_and(|b| b > MAX_LENGTH_BOUND) {
-                return Err(at.child(key).error(format!(
-                    "{} is over the longest length bound supported ({MAX_LENGTH_BOUND})",
-                    bound.unwrap_or_default()
-                )));
-            }
-        }
-        Ok(StringShape {
-            min_len: min as u32,
-            max_len: max.map_or(u32::MAX, |m| m as u32),
-        })
     }
 
     /// An array or object shape, one container deeper than its parent.
@@ -457,6 +447,14 @@ impl<'a> Compiler<'a> {
             props.push(self.compile(schema, &at.child("properties").child(name))?);
         }
         let required = required_names(map, at)?;
+        let key_patterns = self.key_patterns(map, at)?;
+        for (name, prop) in names.iter().zip(props.iter_mut()) {
+            for (dfa, node) in &key_patterns {
+                if dfa.matches(name) {
+                    *prop = self.merger.intersect(self.arena, *prop, *node, at)?;
+                }
+            }
+        }
         // A required name not declared is a property of the undeclared kind
         // (any value where additionalProperties is absent, even for a closed object).
         let undeclared = match map.get("additionalProperties") {
@@ -464,9 +462,21 @@ impl<'a> Compiler<'a> {
             Some(_) => additional.unwrap_or(self.arena.never),
         };
         for name in &required {
-            if let Err(at) = names.binary_search(name) {
-                names.insert(at, name.clone());
-                props.insert(at, undeclared);
+            if let Err(i) = names.binary_search(name) {
+                let mut node = undeclared;
+                let matching: Vec<NodeId> = key_patterns
+                    .iter()
+                    .filter(|(d, _)| d.matches(name))
+                    .map(|p| p.1)
+                    .collect();
+                if !matching.is_empty() {
+                    node = self.arena.any;
+                    for other in matching {
+                        node = self.merger.intersect(self.arena, node, other, at)?;
+                    }
+                }
+                names.insert(i, name.clone());
+                props.insert(i, node);
             }
         }
         if names.len() > MAX_PROPERTIES {
@@ -486,6 +496,7 @@ impl<'a> Compiler<'a> {
             additional,
             min_props,
             max_props,
+            keys: self.key_table(map, at, &names, key_patterns, additional)?,
         };
         Ok(self.arena.object(names, props, rules))
     }
@@ -498,7 +509,7 @@ fn schema_list<'v>(list: &'v Value, at: &At<'_>) -> Result<&'v Vec<Value>, Const
 }
 
 /// A non-negative integer keyword (`2.0` counts as 2).
-fn count(map: &Map<String, Value>, key: &str, at: &At<'_>) -> Result<Option<u64>, ConstrainError> {
+pub(super) fn count(map: &Map<String, Value>, key: &str, at: &At<'_>) -> Result<Option<u64>, ConstrainError> {
     let Some(value) = map.get(key) else {
         return Ok(None);
     };

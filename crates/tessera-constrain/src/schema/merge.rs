@@ -4,9 +4,10 @@
 //! recursive reference still being compiled cannot be merged and is refused.
 
 use super::compile::{types, At};
-use super::{lcm, ArrayShape, Node, NodeId, NumberShape, ObjectRules, ObjectShape, SchemaArena, StringShape};
+use super::{lcm, ArrayShape, Node, NodeId, NumberShape, ObjectRules, ObjectShape, SchemaArena, StringSpec};
 use crate::ConstrainError;
 use std::collections::HashMap;
+use std::sync::Arc;
 
 /// Memoized intersections (the same pair meets again under `$ref`s).
 #[derive(Default)]
@@ -88,11 +89,26 @@ impl Merger {
                     step,
                 })
             }
-            (Node::String(s), Node::String(t)) => arena.string(StringShape {
-                min_len: s.min_len.max(t.min_len),
-                max_len: s.max_len.min(t.max_len),
-            }),
+            (Node::String(s), Node::String(t)) => {
+                let (s, t) = (arena.string_spec(&s), arena.string_spec(&t));
+                let dfa = match (s.dfa, t.dfa) {
+                    (Some(x), Some(y)) if Arc::ptr_eq(&x, &y) => Some(x),
+                    (Some(x), Some(y)) => Some(Arc::new(
+                        x.intersect(&y)
+                            .map_err(|e| at.error(format!("two patterns together: {}", e.0)))?,
+                    )),
+                    (x, y) => x.or(y),
+                };
+                let spec = StringSpec {
+                    min_len: s.min_len.max(t.min_len),
+                    max_len: s.max_len.min(t.max_len),
+                    dfa,
+                };
+                arena.string(spec).map_err(|e| at.error(e))?
+            }
             (Node::Array(s), Node::Array(t)) => self.arrays(arena, &s, &t, at)?,
+            (Node::Object(s), Node::Object(_)) if s.is_any() => b,
+            (Node::Object(_), Node::Object(t)) if t.is_any() => a,
             (Node::Object(s), Node::Object(t)) => self.objects(arena, &s, &t, at)?,
             _ => arena.never,
         })
@@ -153,6 +169,11 @@ impl Merger {
         t: &ObjectShape,
         at: &At<'_>,
     ) -> Result<NodeId, ConstrainError> {
+        if s.key_table.is_some() || t.key_table.is_some() {
+            return Err(at.error(
+                "objects with `patternProperties` or `propertyNames` cannot be merged (allOf, $ref siblings) yet",
+            ));
+        }
         let mut names: Vec<String> = s.names.iter().chain(&t.names).cloned().collect();
         names.sort();
         names.dedup();
@@ -182,6 +203,7 @@ impl Merger {
             additional,
             min_props: s.min_props.max(t.min_props),
             max_props: s.max_props.min(t.max_props),
+            keys: None,
         };
         Ok(arena.object(names, props, rules))
     }

@@ -17,15 +17,19 @@
 //! never be filled (a `false` property is a forbidden key).
 
 mod compile;
+mod keys;
 mod merge;
 mod numbers;
 mod refs;
+mod strings;
 mod values;
 
 use crate::literal::LiteralTrie;
+use crate::pattern::{Dfa, KeyDfa, PatternUse};
 use crate::ConstrainError;
 use compile::Compiler;
 use serde_json::Value;
+use std::sync::Arc;
 
 /// Index of a node in the arena.
 pub(crate) type NodeId = u32;
@@ -123,18 +127,30 @@ pub(crate) fn lcm(a: i128, b: i128) -> Option<i128> {
     (a / gcd(a, b)).checked_mul(b)
 }
 
-/// A string's length bounds, in code points.
+/// A string's length bounds, in code points, and its pattern.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct StringShape {
     pub min_len: u32,
     pub max_len: u32,
+    /// Index into [`SchemaArena::patterns`] (`pattern` and `format` together).
+    pub pattern: Option<u32>,
 }
 
 impl StringShape {
     pub const ANY: Self = Self {
         min_len: 0,
         max_len: u32::MAX,
+        pattern: None,
     };
+}
+
+/// A string shape as the compiler assembles it, before it has an index.
+#[derive(Debug, Clone)]
+pub(crate) struct StringSpec {
+    pub min_len: u32,
+    pub max_len: u32,
+    /// What the text must match (the product of every pattern and format on it).
+    pub dfa: Option<Arc<Dfa>>,
 }
 
 /// An array's items: the first ones by position, then the rest.
@@ -174,16 +190,38 @@ pub(crate) struct ObjectShape {
     pub additional: Option<NodeId>,
     pub min_props: u32,
     pub max_props: u32,
+    /// With `patternProperties` or `propertyNames`: the key table (index into
+    /// [`SchemaArena::key_tables`]); keys are then read through it.
+    pub key_table: Option<u32>,
+    /// With a key table: the schema of an undeclared key per set of key
+    /// patterns it matches (set 0, none: `additional`, or `Never`).
+    pub by_pattern: Vec<NodeId>,
 }
 
+impl ObjectShape {
+    /// Whether every object fits (no property named, any undeclared one, no counts).
+    pub fn is_any(&self) -> bool {
+        self.names.is_empty()
+            && self.key_table.is_none()
+            && self.additional == Some(0)
+            && self.min_props == 0
+            && self.max_props == u32::MAX
+    }
+}
+
+/// An object's key table and the schema of undeclared keys per pattern set.
+pub(crate) type KeyRules = (Arc<KeyDfa>, Vec<NodeId>);
+
 /// What an object shape says besides its properties (see [`SchemaArena::object`]).
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub(crate) struct ObjectRules {
     /// Bit i set when property i is required.
     pub required: u64,
     pub additional: Option<NodeId>,
     pub min_props: u32,
     pub max_props: u32,
+    /// The key table and the schema per pattern set (see [`ObjectShape::by_pattern`]).
+    pub keys: Option<KeyRules>,
 }
 
 /// How a schema is read.
@@ -223,6 +261,10 @@ impl Default for SchemaOptions {
 pub(crate) struct SchemaArena {
     pub nodes: Vec<Node>,
     pub tries: Vec<LiteralTrie>,
+    /// Patterns of string shapes, each with the length bounds of its shape.
+    pub patterns: Vec<PatternUse>,
+    /// Key tables of objects with `patternProperties` or `propertyNames`.
+    pub key_tables: Vec<Arc<KeyDfa>>,
     pub any: NodeId,
     pub never: NodeId,
     pub any_object: NodeId,
@@ -242,6 +284,8 @@ impl SchemaArena {
         let mut arena = Self {
             nodes: vec![Node::Any, Node::Never],
             tries: vec![LiteralTrie::new::<&[u8]>(&[])],
+            patterns: Vec::new(),
+            key_tables: Vec::new(),
             any: 0,
             never: 1,
             any_object: 0,
@@ -260,6 +304,8 @@ impl SchemaArena {
             additional: Some(0),
             min_props: 0,
             max_props: u32::MAX,
+            key_table: None,
+            by_pattern: Vec::new(),
         }));
         arena.any_array = arena.push(Node::Array(ArrayShape {
             prefix: Vec::new(),
@@ -381,11 +427,38 @@ impl SchemaArena {
         self.push(Node::Number(shape))
     }
 
-    pub(crate) fn string(&mut self, shape: StringShape) -> NodeId {
-        if shape.min_len > shape.max_len {
-            return self.never;
+    /// A string shape, `Never` when no text meets its bounds and pattern.
+    /// Fails (with why) when the pattern cannot be combined with the bounds.
+    pub(crate) fn string(&mut self, spec: StringSpec) -> Result<NodeId, String> {
+        let StringSpec { min_len, max_len, dfa } = spec;
+        if min_len > max_len {
+            return Ok(self.never);
         }
-        self.push(Node::String(shape))
+        let pattern = match dfa {
+            None => None,
+            Some(dfa) => {
+                let used = PatternUse::new(dfa, min_len, max_len).map_err(|e| e.0)?;
+                if !used.live(0, 0, min_len, max_len) {
+                    return Ok(self.never);
+                }
+                self.patterns.push(used);
+                Some((self.patterns.len() - 1) as u32)
+            }
+        };
+        Ok(self.push(Node::String(StringShape {
+            min_len,
+            max_len,
+            pattern,
+        })))
+    }
+
+    /// The spec a string shape was made from.
+    pub(crate) fn string_spec(&self, shape: &StringShape) -> StringSpec {
+        StringSpec {
+            min_len: shape.min_len,
+            max_len: shape.max_len,
+            dfa: shape.pattern.map(|p| self.patterns[p as usize].dfa.clone()),
+        }
     }
 
     /// An array shape, cut where an item can never be filled.
@@ -418,6 +491,8 @@ impl SchemaArena {
             additional: rules.additional,
             min_props: rules.min_props,
             max_props: rules.max_props,
+            key_table: None,
+            by_pattern: Vec::new(),
         };
         for (i, &node) in props.iter().enumerate() {
             if self.is_never(node) {
@@ -430,7 +505,27 @@ impl SchemaArena {
         if shape.additional.is_some_and(|n| self.is_never(n)) {
             shape.additional = None;
         }
-        let most = if shape.additional.is_some() {
+        let mut undeclared = shape.additional.is_some();
+        if let Some((keys, by_pattern)) = rules.keys {
+            let sets = by_pattern
+                .iter()
+                .enumerate()
+                .filter(|&(_, &n)| !self.is_never(n))
+                .fold(0u64, |sets, (i, _)| sets | 1 << i);
+            undeclared = keys.has_undeclared(sets);
+            for (i, &node) in props.iter().enumerate() {
+                if !keys.names_allowed(i) && !self.is_never(node) {
+                    shape.forbidden |= 1 << i;
+                }
+            }
+            if shape.required & shape.forbidden != 0 {
+                return self.never;
+            }
+            self.key_tables.push(keys);
+            shape.key_table = Some((self.key_tables.len() - 1) as u32);
+            shape.by_pattern = by_pattern;
+        }
+        let most = if undeclared {
             u32::MAX
         } else {
             names.len() as u32 - shape.forbidden.count_ones()
@@ -477,6 +572,7 @@ fn node_need(node: &Node, need: &[u32]) -> u32 {
                 .filter(|i| shape.required & (1 << i) == 0 && shape.forbidden & (1 << i) == 0)
                 .map(|i| of(&shape.props[i]))
                 .chain(shape.additional.iter().map(of))
+                .chain(shape.by_pattern.iter().map(of).filter(|&n| n != u32::MAX))
                 .max()
                 .unwrap_or(0);
             deepest.max(if extra { other } else { 0 }).saturating_add(1)

@@ -3,7 +3,7 @@
 //! bound's own digits, not a float's).
 
 use super::compile::{At, Compiler};
-use super::{lcm, NodeId, NumberShape, SCALED_LIMIT};
+use super::{lcm, NodeId, NumberShape, SCALE, SCALED_LIMIT};
 use crate::ConstrainError;
 use serde_json::{Map, Number, Value};
 
@@ -83,6 +83,11 @@ impl Compiler<'_> {
                     return Err(at.error(format!("{number} has more than 18 decimal places")));
                 }
             }
+        }
+        if map.get("format").and_then(Value::as_str) == Some("int32") {
+            let (lo, hi) = (i32::MIN as i128 * SCALE, i32::MAX as i128 * SCALE);
+            shape.min = Some(shape.min.map_or(lo, |m| m.max(lo)));
+            shape.max = Some(shape.max.map_or(hi, |m| m.min(hi)));
         }
         if let Some(value) = map.get("multipleOf") {
             let at = at.child("multipleOf");

@@ -55,6 +55,7 @@ impl Compiler<'_> {
                     additional: None,
                     min_props: 0,
                     max_props: u32::MAX,
+                    keys: None,
                 };
                 self.arena.object(names, props, rules)
             }
