@@ -13,9 +13,9 @@ use tessera_constrain::{
     CallFormat, CallMode, CompiledTools, Envelope, ToolCallMatcher, ToolChoice, ToolDef, Vocabulary,
 };
 
-fn vocabulary() -> Vocabulary {
-    let path = common::model_path();
-    let tokenizer = tessera_model::GgufSource::open(&path)
+/// The vocabulary of a shipped model's GGUF (fetched when missing).
+fn vocabulary(path: &std::path::Path) -> Vocabulary {
+    let tokenizer = tessera_model::GgufSource::open(path)
         .and_then(|gguf| gguf.tokenizer())
         .expect("reading the tokenizer");
     Vocabulary::new(&tokenizer.token_bytes(), tokenizer.stop_ids())
@@ -43,7 +43,16 @@ fn tools() -> Arc<CompiledTools> {
 }
 
 fn masks(c: &mut Criterion) {
-    let vocab = vocabulary();
+    // SmolLM2's 49,152 tokens, and Qwen2.5's 151,936 (issue 18: at most twice the time).
+    let smollm2 = vocabulary(&common::model_path());
+    run_states(c, "mask", &smollm2, true);
+    let qwen = vocabulary(&tessera_fixtures::model("qwen2.5-coder-1.5b"));
+    run_states(c, "mask-qwen-152k", &qwen, false);
+}
+
+/// Masks in typical states; `first_time`: also the budget filter on a fresh matcher.
+fn run_states(c: &mut Criterion, group_name: &str, vocab: &Vocabulary, first_time: bool) {
+    let vocab = vocab.clone();
     let tools = tools();
     let auto = ToolChoice {
         mode: CallMode::Auto,
@@ -75,7 +84,7 @@ fn masks(c: &mut Criterion) {
             "<tool_call>\n{\"name\": \"web_find\", \"arguments\": {\"que",
         ),
     ];
-    let mut group = c.benchmark_group("mask");
+    let mut group = c.benchmark_group(group_name);
     for (label, text) in states {
         let mut matcher =
             ToolCallMatcher::new(tools.clone(), &auto, &Envelope::new(CallFormat::Hermes)).expect("matcher");
@@ -84,9 +93,57 @@ fn masks(c: &mut Criterion) {
             b.iter(|| matcher.compute_mask_uncached(&vocab))
         });
         group.bench_function(format!("{label} (cached)"), |b| b.iter(|| matcher.compute_mask(&vocab)));
+        // Budget-aware closing: each allowed token's next state priced by its completion.
+        if first_time {
+            group.bench_function(format!("{label} (within 64 tokens, first time)"), |b| {
+                b.iter_batched(
+                    || {
+                        let mut fresh = ToolCallMatcher::new(tools.clone(), &auto, &Envelope::new(CallFormat::Hermes))
+                            .expect("matcher");
+                        assert!(fresh.advance_text(text));
+                        fresh
+                    },
+                    |mut fresh| fresh.compute_mask_within(&vocab, 64),
+                    criterion::BatchSize::LargeInput,
+                )
+            });
+        }
+        group.bench_function(format!("{label} (within 64 tokens, again)"), |b| {
+            b.iter(|| matcher.compute_mask_within(&vocab, 64))
+        });
     }
     group.finish();
 }
 
-criterion_group!(benches, masks);
+/// Compiling a 50-tool set (each tool a distinct schema with the common
+/// keywords), and finding it again in the cache by content.
+fn compile(c: &mut Criterion) {
+    let tools: Vec<ToolDef> = (0..50)
+        .map(|i| ToolDef {
+            name: format!("tool_{i}"),
+            description: format!("Tool number {i}."),
+            parameters: json!({"type": "object", "properties": {
+                "path": {"type": "string", "minLength": 1, "maxLength": 256},
+                "due": {"type": "string", "format": "date"},
+                "id": {"type": "string", "pattern": format!("^[a-z]{{{}}}-[0-9]+$", 1 + i % 5)},
+                "limit": {"type": "integer", "minimum": 1, "maximum": 100 + i},
+                "mode": {"enum": ["read", "write", format!("mode_{i}")]},
+                "tags": {"type": "array", "items": {"type": "string"}, "maxItems": 8},
+                "options": {"anyOf": [{"type": "null"}, {"type": "object", "properties": {"force": {"type": "boolean"}}}]}
+            }, "required": ["path"], "additionalProperties": false}),
+        })
+        .collect();
+    let mut group = c.benchmark_group("compile");
+    group.bench_function("50 tools", |b| {
+        b.iter(|| CompiledTools::compile(&tools).expect("compiles"))
+    });
+    let mut cache = tessera_constrain::ToolSetCache::new(8);
+    cache.get_or_compile(&tools).expect("compiles");
+    group.bench_function("50 tools, cached by content", |b| {
+        b.iter(|| cache.get_or_compile(&tools).expect("cached"))
+    });
+    group.finish();
+}
+
+criterion_group!(benches, masks, compile);
 criterion_main!(benches);

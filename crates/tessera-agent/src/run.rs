@@ -225,20 +225,26 @@ impl Agent<'_> {
     }
 
     /// Run every call of an answer and append the results. A call whose
-    /// arguments are not JSON (cut off by the token limit: masks make every
-    /// finished call valid; or from a server that does not mask) stays out of
-    /// the history, which a server must be able to read back; after the
-    /// other calls' results, a note tells the model what went wrong.
+    /// arguments are not JSON (from a server that does not mask), or the last
+    /// call of an answer cut by the token limit (a masking server closes it
+    /// validly, but its arguments are where the budget ran out, not what the
+    /// model meant: a file's content cut short), stays out of the history;
+    /// after the other calls' results, a note tells the model what went wrong.
     fn calls(
         &mut self,
         outcome: &ChatOutcome,
         turn: usize,
     ) -> Result<(Vec<CallRecord>, Option<StopReason>), AgentError> {
-        let (complete, unreadable): (Vec<ChatCall>, Vec<ChatCall>) = outcome
-            .calls
-            .iter()
-            .cloned()
-            .partition(|c| is_finished_json(&c.arguments));
+        let cut = outcome.finish_reason == "length";
+        let last = outcome.calls.len().saturating_sub(1);
+        let (mut complete, mut unreadable) = (Vec::new(), Vec::new());
+        for (i, call) in outcome.calls.iter().enumerate() {
+            let closed_by_budget = cut && i == last;
+            match !closed_by_budget && is_finished_json(&call.arguments) {
+                true => complete.push(call.clone()),
+                false => unreadable.push(call.clone()),
+            }
+        }
         if !complete.is_empty() {
             self.context.push_calls(&outcome.content, &complete);
         } else if !outcome.content.is_empty() {
@@ -272,7 +278,7 @@ impl Agent<'_> {
         Ok((records, stop))
     }
 
-    /// A call whose arguments are not JSON: a failed attempt and a note.
+    /// A call whose arguments are not JSON or were cut: a failed attempt and a note.
     fn unreadable_call(&mut self, call: ChatCall, finish_reason: &str) -> CallRecord {
         let error = match finish_reason {
             "length" => format!(

@@ -46,7 +46,7 @@ pub(crate) enum Piece {
 }
 
 impl Piece {
-    fn bytes(self, envelope: &Envelope) -> &[u8] {
+    pub(crate) fn bytes(self, envelope: &Envelope) -> &[u8] {
         match self {
             Piece::NameIntro => &envelope.name_intro,
             Piece::ArgsIntro => &envelope.args_intro,

@@ -10,6 +10,7 @@
 #![deny(missing_docs)]
 
 mod bare;
+mod budget;
 mod call;
 mod error;
 mod format;

@@ -4,16 +4,17 @@
 //! (toktrie's `add_bias`). Cost: O(trie nodes visited), which is small where
 //! few bytes are allowed (names, literals) and the whole trie in free text.
 
+use crate::budget::BudgetMemo;
 use crate::call::{CallMachine, CallMode, CallState, Phase, ToolChoice};
 use crate::format::Envelope;
-use crate::json::{JsonState, Stacks};
+use crate::json::{JsonState, Lex, Stacks};
 use crate::output::CallSyntax;
 use crate::tools::{AllowedNames, CompiledTools};
 use crate::vocab::is_text_structural;
 use crate::{ConstrainError, Vocabulary};
 use std::collections::HashMap;
 use std::sync::Arc;
-use toktrie::{Recognizer, SimpleVob};
+use toktrie::{Recognizer, SimpleVob, TokTrie};
 
 /// The tokens allowed next, as a bit set over the vocabulary.
 #[derive(Debug, Clone)]
@@ -63,6 +64,21 @@ pub struct ToolCallMatcher {
     /// Masks by state: inside a string or in free text the state repeats token
     /// after token, so most steps are a lookup.
     cache: HashMap<CallState, TokenMask>,
+    /// Shortest completions found, by state (budget-aware closing).
+    budget: BudgetMemo,
+    /// Tokens that complete the response from the current state (kept while
+    /// the model follows it, so a budget it fits stays met).
+    plan: Vec<u32>,
+}
+
+/// Plain tokens (see [`Vocabulary`]'s splits) that all lead to `end`
+/// (`None`: free text, which may end anywhere), save `exceptions`.
+struct PlainTokens<'v> {
+    tokens: &'v SimpleVob,
+    /// The trie of the other tokens.
+    rest: &'v TokTrie,
+    end: Option<CallState>,
+    exceptions: Vec<u32>,
 }
 
 /// Masks kept per matcher before the cache is cleared.
@@ -149,6 +165,8 @@ impl ToolCallMatcher {
             finished: false,
             json_value: false,
             cache: HashMap::new(),
+            budget: BudgetMemo::default(),
+            plan: Vec::new(),
         };
         if choice.mode == CallMode::Required {
             let prefix = matcher.allowed.common_prefix(&matcher.tools).to_string();
@@ -186,6 +204,8 @@ impl ToolCallMatcher {
             finished: false,
             json_value: true,
             cache: HashMap::new(),
+            budget: BudgetMemo::default(),
+            plan: Vec::new(),
         })
     }
 
@@ -237,6 +257,7 @@ impl ToolCallMatcher {
         match self.try_bytes(text.as_bytes()) {
             Some(state) if !self.finished => {
                 self.state = state;
+                self.plan.clear();
                 true
             }
             _ => false,
@@ -301,6 +322,78 @@ impl ToolCallMatcher {
         mask
     }
 
+    /// Whether the state after `token` completes within `left` tokens.
+    fn token_fits(&mut self, vocab: &Vocabulary, token: u32, left: usize) -> bool {
+        match self.after_token(vocab, token) {
+            Some(Some(next)) => self
+                .completion_tokens(vocab, next)
+                .is_none_or(|plan| plan.len() <= left),
+            _ => false,
+        }
+    }
+
+    /// Walk `trie` from the current state (dead bytes prune it) and collect
+    /// the allowed tokens whose end state cannot complete within `left`.
+    fn reject_over_budget(
+        &mut self,
+        trie: &TokTrie,
+        allowed: &SimpleVob,
+        left: usize,
+        vocab: &Vocabulary,
+        rejected: &mut Vec<u32>,
+    ) {
+        let mut todo = vec![(trie.root(), self.state)];
+        while let Some((node, state)) = todo.pop() {
+            for child in trie.node_children(node) {
+                let Some(next) = self.machine().step(state, child.byte()) else {
+                    continue;
+                };
+                if let Some(token) = child.token_id().filter(|&t| allowed.is_allowed(t) && !vocab.is_stop(t)) {
+                    if self
+                        .completion_tokens(vocab, next)
+                        .is_some_and(|plan| plan.len() > left)
+                    {
+                        rejected.push(token);
+                    }
+                }
+                todo.push((child, next));
+            }
+        }
+    }
+
+    /// Plain tokens that lead to one state, save the exceptions.
+    fn plain_tokens<'v>(&mut self, vocab: &'v Vocabulary) -> Option<PlainTokens<'v>> {
+        let state = self.state;
+        let plain = |split: &'v crate::vocab::Split, end, exceptions| {
+            Some(PlainTokens {
+                tokens: &split.plain,
+                rest: &split.rest,
+                end,
+                exceptions,
+            })
+        };
+        match state.phase {
+            Phase::Text { matched: 0 } | Phase::Tentative { .. } if is_text_structural(self.envelope.opener[0]) => {
+                plain(&vocab.text, None, Vec::new())
+            }
+            Phase::Args if self.machine().json().in_plain_string(state.json) => match state.json.lex {
+                // A key in the declared names' trie: plain tokens leave it for an
+                // undeclared key, except those spelling the start of a declared name.
+                Lex::KeyStr { at: Some(_), text } => {
+                    let rests = self.machine().json().declared_key_rests(state.json);
+                    let exceptions = rests.iter().flat_map(|rest| vocab.tokens_along(rest)).collect();
+                    let json = JsonState {
+                        lex: Lex::KeyStr { at: None, text },
+                        ..state.json
+                    };
+                    plain(&vocab.string, Some(CallState { json, ..state }), exceptions)
+                }
+                _ => plain(&vocab.string, Some(state), Vec::new()),
+            },
+            _ => None,
+        }
+    }
+
     /// The tokens allowed next, always by a fresh trie walk (benchmarks, tests).
     pub fn compute_mask_uncached(&mut self, vocab: &Vocabulary) -> TokenMask {
         if self.finished {
@@ -342,7 +435,79 @@ impl ToolCallMatcher {
             None => self.finished = true,
             Some(state) => self.state = state,
         }
+        if self.plan.first() == Some(&token) {
+            self.plan.remove(0);
+        } else {
+            self.plan.clear();
+        }
         Ok(())
+    }
+
+    /// The fewest tokens found that complete the response from here: 0 where
+    /// it may end; `None` when no completion was found (never for a state the
+    /// automaton reaches, barring a bug).
+    pub fn tokens_to_complete(&mut self, vocab: &Vocabulary) -> Option<usize> {
+        let state = self.state;
+        self.completion_tokens(vocab, state).map(|plan| plan.len())
+    }
+
+    fn completion_tokens(&mut self, vocab: &Vocabulary, state: CallState) -> Option<Vec<u32>> {
+        let mut memo = std::mem::take(&mut self.budget);
+        let tokens = self.machine().completion_tokens(state, vocab, &mut memo);
+        self.budget = memo;
+        tokens
+    }
+
+    /// The tokens allowed next when at most `remaining` more tokens may be
+    /// generated (this one included): those after which the response can
+    /// still be completed within the rest. The plan's next token always can,
+    /// so a response cut by the budget is complete and valid whenever its
+    /// budget covered [`tokens_to_complete`](Self::tokens_to_complete) at the start.
+    pub fn compute_mask_within(&mut self, vocab: &Vocabulary, remaining: usize) -> TokenMask {
+        let mut mask = self.compute_mask(vocab);
+        if self.finished || remaining == 0 {
+            return mask;
+        }
+        let state = self.state;
+        if let Some(fresh) = self.completion_tokens(vocab, state) {
+            if self.plan.is_empty() || fresh.len() < self.plan.len() {
+                self.plan = fresh;
+            }
+        }
+        let left = remaining - 1;
+        // Plain tokens that all lead to one state (or stay in free text) are
+        // priced once; the others by a walk of their trie, each token's end
+        // state priced as the walk reaches it.
+        let mut rejected = Vec::new();
+        let walked = match self.plain_tokens(vocab) {
+            Some(plain) => {
+                let fits = plain
+                    .end
+                    .is_none_or(|end| self.completion_tokens(vocab, end).is_none_or(|plan| plan.len() <= left));
+                if !fits {
+                    let mut bulk = plain.tokens.clone();
+                    for &token in &plain.exceptions {
+                        bulk.set(token as usize, false);
+                    }
+                    mask.bits.sub(&bulk);
+                }
+                for token in plain.exceptions {
+                    if mask.is_allowed(token) && !self.token_fits(vocab, token, left) {
+                        rejected.push(token);
+                    }
+                }
+                plain.rest
+            }
+            None => &vocab.trie,
+        };
+        self.reject_over_budget(walked, &mask.bits, left, vocab, &mut rejected);
+        for token in rejected {
+            mask.bits.set(token as usize, false);
+        }
+        if let Some(&next) = self.plan.first() {
+            mask.bits.set(next as usize, true);
+        }
+        mask
     }
 }
 

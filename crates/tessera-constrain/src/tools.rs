@@ -1,6 +1,7 @@
 //! Tool definitions compiled once per tool set, and tool choices resolved
 //! against them into the set of names a call may use.
 
+use crate::json::Shortest;
 use crate::literal::LiteralTrie;
 use crate::schema::{NodeId, SchemaArena, SchemaOptions};
 use crate::ConstrainError;
@@ -27,6 +28,8 @@ pub struct CompiledTools {
     pub(crate) names: Vec<String>,
     pub(crate) roots: Vec<NodeId>,
     pub(crate) arena: SchemaArena,
+    /// Shortest values of the arena's nodes (budget-aware closing).
+    pub(crate) shortest: Shortest,
     hash: u64,
 }
 
@@ -90,6 +93,7 @@ impl CompiledTools {
         Ok(Self {
             names,
             roots,
+            shortest: Shortest::new(&arena),
             arena,
             hash: tools_hash(tools),
         })

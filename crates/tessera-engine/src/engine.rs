@@ -35,9 +35,6 @@ pub(crate) enum Command {
 pub(crate) struct Engine {
     pub model: Model,
     pub tokenizer: Arc<Tokenizer>,
-    /// The vocabulary trie constrained requests are masked with, built by the
-    /// first one (~70 ms here), so engines that never constrain never pay for it.
-    pub vocab: std::cell::OnceCell<Vocabulary>,
     pub pool: BlockPool,
     pub kv: KvCache,
     pub config: EngineConfig,
@@ -207,13 +204,14 @@ impl Engine {
             let Some(row) = logits.rows_of_seq(batch_index).next() else {
                 continue;
             };
+            let limit = self.model.config().max_context;
             let context = StepContext {
                 tokenizer: &self.tokenizer,
-                vocab: &self.vocab,
+                vocab: &self.shared.vocab,
                 metrics: &mut self.metrics,
+                max_context: limit,
             };
             let outcome = emit_next(seq, logits.row_mut(row), context);
-            let limit = self.model.config().max_context;
             match outcome {
                 Ok(Some(reason)) => done.push((seq.id, Ok(reason))),
                 Ok(None) if seq.tokens.len() >= limit => done.push((seq.id, Ok(FinishReason::Length))),
@@ -324,12 +322,21 @@ impl Engine {
 /// What sampling a token needs besides the sequence.
 struct StepContext<'a> {
     tokenizer: &'a Tokenizer,
-    vocab: &'a std::cell::OnceCell<Vocabulary>,
+    vocab: &'a std::sync::OnceLock<Vocabulary>,
     metrics: &'a mut EngineMetrics,
+    /// The model's context: a sequence stops there whatever its `max_tokens`.
+    max_context: usize,
 }
 
 /// Draw the next token, through the tool-call mask when the request has one.
 fn draw(seq: &mut Active, logits: &mut [f32], context: &mut StepContext<'_>) -> Result<u32, EngineError> {
+    // Tokens this one included before the response is cut: a call under way
+    // closes within them (budget-aware closing).
+    let remaining = seq
+        .stop
+        .max_tokens
+        .saturating_sub(seq.generated())
+        .min(context.max_context.saturating_sub(seq.tokens.len()));
     let Some(matcher) = seq.matcher.as_mut() else {
         return Ok(seq.sampler.sample(logits, &seq.tokens)?);
     };
@@ -338,7 +345,7 @@ fn draw(seq: &mut Active, logits: &mut [f32], context: &mut StepContext<'_>) -> 
         .vocab
         .get_or_init(|| Vocabulary::new(&tokenizer.token_bytes(), tokenizer.stop_ids()));
     let started = std::time::Instant::now();
-    let mask = matcher.compute_mask(vocab);
+    let mask = matcher.compute_mask_within(vocab, remaining.max(1));
     context.metrics.mask_time.observe(started.elapsed());
     let token = seq
         .sampler

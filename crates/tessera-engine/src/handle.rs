@@ -11,7 +11,7 @@ use crate::sessions::SessionPins;
 use crate::{persist, Completion, EngineConfig, EngineError, EngineMetrics, Event, GenerateRequest};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
-use tessera_constrain::{CallFormat, CallSyntax, Envelope, ToolCallMatcher};
+use tessera_constrain::{CallFormat, CallSyntax, Envelope, ToolCallMatcher, Vocabulary};
 use tessera_kv::{BlockPool, SeqId};
 use tessera_model::{ChatTemplate, LoadedModel, ModelConfig, Tokenizer};
 use tessera_sample::Sampler;
@@ -30,6 +30,9 @@ pub(crate) struct Shared {
     template: ChatTemplate,
     /// How this model writes tool calls (from its chat template).
     envelope: Envelope,
+    /// The vocabulary trie constrained requests are masked with, built by the
+    /// first one (~70 ms here), so engines that never constrain never pay for it.
+    pub vocab: std::sync::OnceLock<Vocabulary>,
 }
 
 /// A cloneable handle to a running engine.
@@ -71,11 +74,11 @@ impl EngineHandle {
             tokenizer: tokenizer.clone(),
             template,
             envelope,
+            vocab: std::sync::OnceLock::new(),
         });
         let engine = Engine {
             model,
             tokenizer,
-            vocab: std::cell::OnceCell::new(),
             pool,
             kv,
             scheduler: Scheduler::new(config.max_running, config.max_batch_tokens),
@@ -116,8 +119,11 @@ impl EngineHandle {
     /// Validate `request` and queue it. Events stream back on the returned
     /// stream; dropping it cancels the request and frees its blocks.
     pub fn submit(&self, mut request: GenerateRequest) -> Result<EventStream, EngineError> {
-        let matcher = self.constrain(&mut request)?;
+        let mut matcher = self.constrain(&mut request)?;
         self.validate(&request)?;
+        if let Some(matcher) = matcher.as_mut() {
+            self.check_budget(matcher, &request)?;
+        }
         let sampler = Sampler::new(request.sampling.clone())?;
         let limit = self.shared.max_waiting;
         let queued = self.shared.queued.fetch_add(1, Ordering::AcqRel);
@@ -205,6 +211,46 @@ impl EngineHandle {
             });
         }
         Self::validate_stop_strings(&request.stop_strings)
+    }
+
+    /// The vocabulary constrained requests are masked with.
+    pub(crate) fn vocab(&self) -> &Vocabulary {
+        let tokenizer = &self.shared.tokenizer;
+        self.shared
+            .vocab
+            .get_or_init(|| Vocabulary::new(&tokenizer.token_bytes(), tokenizer.stop_ids()))
+    }
+
+    /// A forced call (or JSON value) must fit the request's budget: below the
+    /// fewest tokens that complete one, the request is refused here rather
+    /// than cut into a call that cannot be complete.
+    fn check_budget(&self, matcher: &mut ToolCallMatcher, request: &GenerateRequest) -> Result<(), EngineError> {
+        let context_room = self
+            .shared
+            .model_config
+            .max_context
+            .saturating_sub(request.prompt.len());
+        let budget = request.max_tokens.min(context_room);
+        let Some(least) = matcher.tokens_to_complete(self.vocab()) else {
+            return Ok(());
+        };
+        if least <= budget {
+            return Ok(());
+        }
+        let what = if matcher.is_json_value() {
+            "the shortest value of the response format"
+        } else {
+            "the shortest complete tool call"
+        };
+        let limit = if budget < request.max_tokens {
+            format!("the {budget} tokens left in the context")
+        } else {
+            format!("max_tokens ({budget})")
+        };
+        Err(EngineError::Invalid {
+            field: "max_tokens",
+            message: format!("{what} needs {least} tokens, more than {limit}"),
+        })
     }
 
     fn validate_stop_strings(stops: &[String]) -> Result<(), EngineError> {

@@ -502,3 +502,25 @@ fn a_users_todo_is_kept_and_a_given_up_step_is_not_ticked() {
         "a step given up is not ticked: {todo}"
     );
 }
+
+#[test]
+fn a_valid_call_closed_by_the_token_limit_is_not_run() {
+    let dir = workspace(&[("a.md", "x\n")]);
+    let mut answers = opening(r#"{"mode":"simple"}"#);
+    // A masking server closes a cut call validly: its content is still where the budget ran out.
+    let mut cut = call("file_write", json!({"path": "a.md", "content": "half a senten"}));
+    cut.finish_reason = "length".into();
+    answers.extend([cut, call("finish", json!({"summary": "done"}))]);
+    let (report, bodies) = run_script(dir.path(), answers, config("t"));
+    report.unwrap();
+    assert_eq!(
+        std::fs::read_to_string(dir.path().join("a.md")).unwrap(),
+        "x\n",
+        "not written"
+    );
+    assert!(
+        last_message(bodies.last().unwrap()).contains("the call to `file_write` was cut off by the token limit"),
+        "{}",
+        last_message(bodies.last().unwrap())
+    );
+}

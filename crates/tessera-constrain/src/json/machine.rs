@@ -50,7 +50,7 @@ pub(crate) struct JsonMachine<'a> {
     pub stacks: &'a mut Stacks,
 }
 
-impl JsonMachine<'_> {
+impl<'a> JsonMachine<'a> {
     /// The state after `byte`, or `None` when no valid value continues that way.
     pub fn step(&mut self, state: JsonState, byte: u8) -> Option<JsonState> {
         let Lex::Many(set) = state.lex else {
@@ -92,6 +92,81 @@ impl JsonMachine<'_> {
         }
     }
 
+    /// Inside a key still in the declared names' trie: the rest of each
+    /// declared name from here (a plain token that is not a prefix of one
+    /// leaves the trie for an undeclared key).
+    pub fn declared_key_rests(&self, state: JsonState) -> Vec<Vec<u8>> {
+        let Lex::KeyStr { at: Some(node), .. } = state.lex else {
+            return Vec::new();
+        };
+        let Some(shape) = self.object(self.stacks.top(state.stack)) else {
+            return Vec::new();
+        };
+        let keys = &self.arena.tries[shape.keys as usize];
+        let mut rests = Vec::new();
+        let mut todo = vec![(node, Vec::new())];
+        while let Some((at, path)) = todo.pop() {
+            if !keys.has_children(at) {
+                rests.push(path);
+                continue;
+            }
+            for byte in 0..=255u8 {
+                if let Some(next) = keys.step(at, byte) {
+                    let mut longer = path.clone();
+                    longer.push(byte);
+                    todo.push((next, longer));
+                }
+            }
+        }
+        rests
+    }
+
+    /// Inside a key of an object read through a key table (`patternProperties`, `propertyNames`).
+    pub(super) fn in_key_table(&self, state: JsonState) -> bool {
+        self.object(self.stacks.top(state.stack))
+            .is_some_and(|shape| shape.key_table.is_some())
+    }
+
+    /// Inside a key still in the declared names' trie, at a character
+    /// boundary, of an object without a key table: the bytes that continue a
+    /// declared name.
+    pub(super) fn declared_key_next_bytes(&self, state: JsonState) -> Option<Vec<u8>> {
+        let Lex::KeyStr { at: Some(node), text } = state.lex else {
+            return None;
+        };
+        let shape = self.object(self.stacks.top(state.stack))?;
+        if shape.key_table.is_some() || !text.at_boundary() {
+            return None;
+        }
+        let keys = &self.arena.tries[shape.keys as usize];
+        Some((0..=255u8).filter(|&b| keys.step(node, b).is_some()).collect())
+    }
+
+    /// Whether the number or literal of `state` ends before `byte` (which
+    /// then belongs to what follows). A completion prices such an end from
+    /// [`end_value`](Self::end_value) instead, so its search never starts
+    /// another entry where the container's own completion writes the
+    /// properties it still owes.
+    pub(super) fn ends_before(&self, state: JsonState, byte: u8) -> bool {
+        match state.lex {
+            Lex::Num { node, num } => matches!(num.step(self.number_shape(node), byte), Some(NumStep::Ended)),
+            Lex::Lit { trie, at } => self.arena.tries[trie as usize].step(at, byte).is_none(),
+            _ => false,
+        }
+    }
+
+    /// The state after the number or literal of `state` ends here (as it
+    /// would before a following `,` `}` `]`, or at the end of the input).
+    pub(super) fn end_value(&mut self, state: JsonState) -> Option<JsonState> {
+        match state.lex {
+            Lex::Num { node, num } if num.complete(self.number_shape(node)) => self.complete(state.stack),
+            Lex::Lit { trie, at } if self.arena.tries[trie as usize].terminal(at).is_some() => {
+                self.complete(state.stack)
+            }
+            _ => None,
+        }
+    }
+
     /// Whether every byte but `"`, `\\` and control bytes, written as whole
     /// UTF-8 characters, leaves `state` as it is: inside a string without a
     /// length bound still to reach, or inside a key that can only be an
@@ -104,30 +179,32 @@ impl JsonMachine<'_> {
                 rules.pattern.is_none() && text.at_boundary() && bounds.max == u32::MAX && text.count >= bounds.min
             }
             Lex::KeyStr { at, text } => {
-                let shape = self.object(self.stacks.top(state.stack));
+                let frame = self.stacks.top(state.stack);
+                // Undeclared keys only while the object may still take one (maxProperties, depth).
                 text.at_boundary()
-                    && shape
-                        .is_some_and(|shape| shape.key_table.is_none() && (at.is_none() || shape.additional.is_some()))
+                    && self.object(frame).is_some_and(|shape| {
+                        shape.key_table.is_none() && (at.is_none() || self.key_choices(shape, frame).additional)
+                    })
             }
             _ => false,
         }
     }
 
-    fn object(&self, frame: Frame) -> Option<&ObjectShape> {
+    pub(super) fn object(&self, frame: Frame) -> Option<&'a ObjectShape> {
         match &self.arena.nodes[frame.node as usize] {
             Node::Object(shape) => Some(shape),
             _ => None,
         }
     }
 
-    fn array(&self, frame: Frame) -> Option<&ArrayShape> {
+    pub(super) fn array(&self, frame: Frame) -> Option<&'a ArrayShape> {
         match &self.arena.nodes[frame.node as usize] {
             Node::Array(shape) => Some(shape),
             _ => None,
         }
     }
 
-    fn text_rules(&self, node: NodeId) -> TextRules<'_> {
+    pub(super) fn text_rules(&self, node: NodeId) -> TextRules<'_> {
         let shape = match &self.arena.nodes[node as usize] {
             Node::String(shape) => *shape,
             _ => StringShape::ANY,

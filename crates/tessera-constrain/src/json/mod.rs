@@ -11,11 +11,15 @@
 //! or key is possible. One optional space is accepted after `:` and `,`
 //! (never more: a model cannot loop on whitespace).
 
+mod complete;
 mod machine;
 mod number;
+mod shortest;
 mod text;
 
+pub(crate) use complete::CompletionMemo;
 pub(crate) use machine::JsonMachine;
+pub(crate) use shortest::Shortest;
 
 use crate::literal::LitNode;
 use crate::schema::{NodeId, SchemaArena};

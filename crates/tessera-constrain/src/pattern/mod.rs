@@ -39,6 +39,8 @@ pub(crate) struct Dfa {
     /// with continuation bytes, so a class counts code points uniformly.
     classes: [u8; 256],
     class_count: usize,
+    /// One byte of each class.
+    representatives: Vec<u8>,
     /// `next[state * class_count + class]`, [`DEAD`] when no match can follow.
     next: Vec<u32>,
     /// Whether the text may end in the state.
@@ -91,22 +93,23 @@ impl Dfa {
     /// Our table from a `regex-automata` DFA: the states reachable from `start`.
     fn copy(dfa: &dense::DFA<Vec<u32>>, start: StateID) -> Result<Self, PatternError> {
         let byte_classes = dfa.byte_classes();
-        let (classes, class_count, representatives) = refine(|b| byte_classes.get(b) as u32);
+        let (classes, representatives) = refine(|b| byte_classes.get(b) as u32);
         let step = |&state: &StateID, byte: u8| {
             let to = dfa.next_state(state, byte);
             (!dfa.is_dead_state(to) && !dfa.is_quit_state(to)).then_some(to)
         };
         let accepts = |&state: &StateID| dfa.is_match_state(dfa.next_eoi_state(state));
         let (next, accept) = explore(start, &representatives, step, accepts)?;
-        Ok(Self::pruned(classes, class_count, next, accept))
+        Ok(Self::pruned(classes, representatives, next, accept))
     }
 
     /// The table, where transitions into states that cannot reach an
     /// accepting one lead to [`DEAD`].
-    fn pruned(classes: [u8; 256], class_count: usize, next: Vec<u32>, accept: Vec<bool>) -> Self {
+    fn pruned(classes: [u8; 256], representatives: Vec<u8>, next: Vec<u32>, accept: Vec<bool>) -> Self {
         let mut table = Self {
             classes,
-            class_count,
+            class_count: representatives.len(),
+            representatives,
             next,
             accept,
         };
@@ -171,19 +174,12 @@ impl Dfa {
     /// Rows of `state`: (one byte of each class, the state it leads to).
     pub fn edges(&self, state: u32) -> impl Iterator<Item = (u8, u32)> + '_ {
         let row = &self.next[state as usize * self.class_count..][..self.class_count];
-        (0..=255u8)
-            .filter(|&b| self.is_representative(b))
-            .map(move |b| (b, row[self.classes[b as usize] as usize]))
-    }
-
-    fn is_representative(&self, byte: u8) -> bool {
-        let class = self.classes[byte as usize];
-        (0..byte).all(|b| self.classes[b as usize] != class)
+        self.representatives.iter().copied().zip(row.iter().copied())
     }
 
     /// The table accepting what both accept (`allOf`, `pattern` with `format`).
     pub fn intersect(&self, other: &Dfa) -> Result<Self, PatternError> {
-        let (classes, class_count, representatives) =
+        let (classes, representatives) =
             refine(|b| self.classes[b as usize] as u32 * 256 + other.classes[b as usize] as u32);
         let step = |&(a, b): &(u32, u32), byte: u8| {
             let pair = (self.step(a, byte), other.step(b, byte));
@@ -191,7 +187,7 @@ impl Dfa {
         };
         let accepts = |&(a, b): &(u32, u32)| self.accepts(a) && other.accepts(b);
         let (next, accept) = explore((0, 0), &representatives, step, accepts)?;
-        Ok(Self::pruned(classes, class_count, next, accept))
+        Ok(Self::pruned(classes, representatives, next, accept))
     }
 
     /// Whether the whole `text` matches.
@@ -252,9 +248,9 @@ fn too_large() -> PatternError {
 }
 
 /// Classes that split `key`'s classes further so that UTF-8 lead bytes (and
-/// ASCII) never share a class with continuation bytes: (byte → class, class
-/// count, one byte per class).
-fn refine(key: impl Fn(u8) -> u32) -> ([u8; 256], usize, Vec<u8>) {
+/// ASCII) never share a class with continuation bytes: (byte → class, one
+/// byte per class).
+fn refine(key: impl Fn(u8) -> u32) -> ([u8; 256], Vec<u8>) {
     let mut classes = [0u8; 256];
     let mut index: HashMap<(u32, bool), u8> = HashMap::new();
     let mut representatives = Vec::new();
@@ -266,7 +262,7 @@ fn refine(key: impl Fn(u8) -> u32) -> ([u8; 256], usize, Vec<u8>) {
         });
         classes[byte as usize] = class;
     }
-    (classes, representatives.len(), representatives)
+    (classes, representatives)
 }
 
 /// Whether `byte` starts a code point (ASCII or a UTF-8 lead byte).

@@ -1,0 +1,284 @@
+//! Budget-aware closing and the empty-mask property, driven by random
+//! schemas (a generator over the keywords the compiler enforces) and random
+//! token choices on a byte-level vocabulary with multi-byte pieces: at every
+//! step the mask is non-empty, and whatever the budget (from the fewest
+//! tokens a call needs up), the forced call the walk writes is complete. Each
+//! mask is also checked against the automaton token by token (never wider).
+
+use serde_json::{json, Value};
+use std::sync::Arc;
+use tessera_constrain::{
+    CallFormat, CallMode, CompiledTools, Envelope, ToolCallMatcher, ToolChoice, ToolDef, Vocabulary,
+};
+
+/// Every byte but 0xFF, common multi-byte pieces, and an end-of-turn token.
+fn vocabulary() -> (Vocabulary, u32) {
+    let mut tokens: Vec<Vec<u8>> = (0..=254u8).map(|b| vec![b]).collect();
+    let pieces = [
+        "{\"",
+        "\":",
+        "\": ",
+        "\",",
+        "\"}",
+        "}}",
+        "]}",
+        "\"]",
+        "[\"",
+        "true",
+        "false",
+        "null",
+        "<tool_call>",
+        "</tool_call>",
+        "\n</tool_call>",
+        "{\"name\": \"",
+        "\"arguments\": ",
+        "name",
+        "value",
+        "2026",
+        "-12-",
+        "T10:",
+        "00:00Z",
+        "123",
+        "0.5",
+        "aaaa",
+        "abc",
+        "@example.com",
+        "http://",
+        "é",
+        "😀",
+        "\\n",
+        "\\u00",
+        "x-",
+        "item",
+        "000",
+    ];
+    tokens.extend(pieces.iter().map(|p| p.as_bytes().to_vec()));
+    let stop = tokens.len() as u32;
+    tokens.push(vec![0xFF, b'e', b'o', b't']);
+    (Vocabulary::new(&tokens, &[stop]), stop)
+}
+
+/// xorshift, seeded.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+
+    fn below(&mut self, n: usize) -> usize {
+        (self.next() % n as u64) as usize
+    }
+
+    fn chance(&mut self, percent: u64) -> bool {
+        self.next() % 100 < percent
+    }
+}
+
+const PATTERNS: [&str; 5] = ["^[a-z]{2,5}$", "^[0-9]{4}-[0-9]{2}$", "x", "^(ab)+$", "^.{0,3}$"];
+const FORMATS: [&str; 5] = ["date-time", "email", "uuid", "ipv4", "hostname"];
+
+/// A random schema over the enforced keywords, `depth` levels at most.
+fn schema(rng: &mut Rng, depth: u32) -> Value {
+    let leaf = depth == 0 || rng.chance(40);
+    match if leaf { rng.below(6) } else { 6 + rng.below(5) } {
+        0 => {
+            let mut s = json!({"type": "string"});
+            if rng.chance(50) {
+                s["minLength"] = json!(rng.below(4));
+            }
+            if rng.chance(40) {
+                s["maxLength"] = json!(4 + rng.below(8));
+            }
+            if rng.chance(40) {
+                s["pattern"] = json!(PATTERNS[rng.below(PATTERNS.len())]);
+            } else if rng.chance(30) {
+                s["format"] = json!(FORMATS[rng.below(FORMATS.len())]);
+            }
+            s
+        }
+        1 => {
+            let mut s = json!({"type": if rng.chance(50) { "integer" } else { "number" }});
+            if rng.chance(50) {
+                s["minimum"] = json!(rng.below(50) as i64 - 20);
+            }
+            if rng.chance(50) {
+                s["maximum"] = json!(30 + rng.below(5000));
+            }
+            if rng.chance(30) {
+                s["multipleOf"] = [json!(2), json!(5), json!(0.5)][rng.below(3)].clone();
+            }
+            s
+        }
+        2 => {
+            let values = [json!("red"), json!(7), json!(null), json!({"k": [1]})];
+            json!({"enum": values[..1 + rng.below(4)]})
+        }
+        3 => {
+            let values = [json!("fixed"), json!(42), json!(true)];
+            json!({"const": values[rng.below(3)]})
+        }
+        4 => json!({"type": if rng.chance(50) { "boolean" } else { "null" }}),
+        5 => json!({}),
+        6 | 7 => object(rng, depth),
+        8 => {
+            let mut s = json!({"type": "array", "items": schema(rng, depth - 1)});
+            if rng.chance(50) {
+                s["minItems"] = json!(rng.below(3));
+            }
+            if rng.chance(50) {
+                s["maxItems"] = json!(3 + rng.below(3));
+            }
+            if rng.chance(30) {
+                s["prefixItems"] = json!([schema(rng, depth - 1)]);
+            }
+            s
+        }
+        9 => json!({"anyOf": [schema(rng, depth - 1), schema(rng, depth - 1)]}),
+        _ => json!({"allOf": [{"type": "object", "properties": {"a": schema(rng, depth - 1)}}, {"required": ["a"]}]}),
+    }
+}
+
+fn object(rng: &mut Rng, depth: u32) -> Value {
+    let mut properties = serde_json::Map::new();
+    let mut required = Vec::new();
+    for i in 0..1 + rng.below(4) {
+        let name = ["id", "title", "due", "tags", "x-extra", "long_property_name"][i + rng.below(2)];
+        properties.insert(name.to_string(), schema(rng, depth - 1));
+        if rng.chance(50) {
+            required.push(name);
+        }
+    }
+    let mut s = json!({"type": "object", "properties": properties, "required": required});
+    match rng.below(4) {
+        0 => s["additionalProperties"] = json!(false),
+        1 => s["additionalProperties"] = schema(rng, 0),
+        2 => s["patternProperties"] = json!({"^x-": {"type": "integer"}}),
+        _ => {}
+    }
+    if rng.chance(20) {
+        s["minProperties"] = json!(1 + rng.below(2));
+    }
+    if rng.chance(20) {
+        s["maxProperties"] = json!(2 + rng.below(3));
+    }
+    if rng.chance(15) {
+        s["propertyNames"] = json!({"maxLength": 18});
+    }
+    s
+}
+
+fn required(name: &str) -> ToolChoice {
+    ToolChoice {
+        mode: CallMode::Required,
+        allowed: Some(vec![name.to_string()]),
+        parallel: false,
+    }
+}
+
+/// One random walk under `budget` tokens; returns the tokens used.
+fn walk(
+    tools: &Arc<CompiledTools>,
+    vocab: &Vocabulary,
+    stop: u32,
+    budget: usize,
+    rng: &mut Rng,
+) -> Result<usize, String> {
+    let envelope = Envelope::new(CallFormat::Hermes);
+    let mut matcher = ToolCallMatcher::new(tools.clone(), &required("t"), &envelope).map_err(|e| e.to_string())?;
+    for used in 0..budget {
+        let mask = matcher.compute_mask_within(vocab, budget - used);
+        let allowed = mask.to_vec();
+        if allowed.is_empty() {
+            return Err(format!("empty mask after {used} tokens: {matcher:?}"));
+        }
+        // Never wider than the automaton: each token allowed must be one its bytes can take.
+        if let Some(&wrong) = allowed.iter().find(|&&t| !matcher.allows_token(vocab, t)) {
+            return Err(format!(
+                "token {wrong} is in the mask but not allowed after {used} tokens"
+            ));
+        }
+        // Favour the end of turn where allowed, so walks also end before the budget.
+        let token = match mask.is_allowed(stop) && rng.chance(30) {
+            true => stop,
+            false => allowed[rng.below(allowed.len())],
+        };
+        matcher.accept_token(vocab, token).map_err(|e| e.to_string())?;
+        if matcher.is_finished() {
+            return Ok(used + 1);
+        }
+    }
+    match matcher.is_accepting() {
+        true => Ok(budget),
+        false => Err(format!("the budget of {budget} ended inside the call")),
+    }
+}
+
+#[test]
+fn random_schemas_never_empty_the_mask_and_every_budget_ends_complete() {
+    let (vocab, stop) = vocabulary();
+    let mut rng = Rng(0x5eed_1234_abcd_0001);
+    let (mut compiled, mut walks) = (0, 0);
+    for round in 0..60 {
+        let parameters = object(&mut rng, 3);
+        let tool = ToolDef {
+            name: "t".into(),
+            description: String::new(),
+            parameters: parameters.clone(),
+        };
+        let Ok(tools) = CompiledTools::compile(&[tool]) else {
+            continue;
+        };
+        compiled += 1;
+        let tools = Arc::new(tools);
+        let envelope = Envelope::new(CallFormat::Hermes);
+        let mut matcher = ToolCallMatcher::new(tools.clone(), &required("t"), &envelope).unwrap();
+        let least = matcher
+            .tokens_to_complete(&vocab)
+            .unwrap_or_else(|| panic!("round {round}: no completion for {parameters}"));
+        for budget in [least, least + 1, least + 3, least + 10, least + 40, 400] {
+            walks += 1;
+            if let Err(failure) = walk(&tools, &vocab, stop, budget, &mut rng) {
+                panic!("round {round}, budget {budget} (least {least}): {failure}\nschema {parameters}");
+            }
+        }
+    }
+    assert!(compiled >= 40, "only {compiled} of 60 random schemas compiled");
+    assert!(walks >= 240);
+}
+
+#[test]
+fn the_plan_is_the_fewest_tokens_found_and_a_tight_budget_writes_it() {
+    let (vocab, stop) = vocabulary();
+    let tool = ToolDef {
+        name: "t".into(),
+        description: String::new(),
+        parameters: json!({"type": "object", "properties": {"due": {"type": "string", "format": "date"}, "n": {"type": "integer", "minimum": 100}}, "required": ["due", "n"]}),
+    };
+    let tools = Arc::new(CompiledTools::compile(&[tool]).unwrap());
+    let envelope = Envelope::new(CallFormat::Hermes);
+    let mut matcher = ToolCallMatcher::new(tools.clone(), &required("t"), &envelope).unwrap();
+    let least = matcher.tokens_to_complete(&vocab).unwrap();
+    // With exactly that many tokens, every step keeps to a completion of the rest.
+    let mut written = Vec::new();
+    for used in 0..least {
+        let mask = matcher.compute_mask_within(&vocab, least - used);
+        assert!(mask.count() >= 1, "step {used}");
+        assert!(!mask.is_allowed(stop), "step {used}: the call is not complete yet");
+        let token = mask.to_vec()[0];
+        written.extend_from_slice(vocab.token_bytes(token));
+        matcher.accept_token(&vocab, token).unwrap();
+    }
+    assert!(matcher.is_accepting());
+    let text = String::from_utf8(written).unwrap();
+    let arguments = text
+        .split_once("\"arguments\": ")
+        .and_then(|(_, rest)| rest.strip_suffix("}\n</tool_call>"))
+        .unwrap_or_else(|| panic!("not a complete call: {text}"));
+    let value: Value = serde_json::from_str(arguments).unwrap();
+    assert!(value["n"].as_i64().is_some_and(|n| n >= 100), "{text}");
+    assert_eq!(value["due"].as_str().map(str::len), Some(10), "{text}");
+}
