@@ -45,13 +45,14 @@ fn tools() -> Arc<CompiledTools> {
 fn masks(c: &mut Criterion) {
     // SmolLM2's 49,152 tokens, and Qwen2.5's 151,936 (issue 18: at most twice the time).
     let smollm2 = vocabulary(&common::model_path());
-    run_states(c, "mask", &smollm2, true);
+    run_states(c, "mask", &smollm2);
     let qwen = vocabulary(&tessera_fixtures::model("qwen2.5-coder-1.5b"));
-    run_states(c, "mask-qwen-152k", &qwen, false);
+    run_states(c, "mask-qwen-152k", &qwen);
 }
 
-/// Masks in typical states; `first_time`: also the budget filter on a fresh matcher.
-fn run_states(c: &mut Criterion, group_name: &str, vocab: &Vocabulary, first_time: bool) {
+/// Masks in typical states: the trie walk, the cache, and the budget filter
+/// on a fresh matcher and on a warm one.
+fn run_states(c: &mut Criterion, group_name: &str, vocab: &Vocabulary) {
     let vocab = vocab.clone();
     let tools = tools();
     let auto = ToolChoice {
@@ -94,20 +95,18 @@ fn run_states(c: &mut Criterion, group_name: &str, vocab: &Vocabulary, first_tim
         });
         group.bench_function(format!("{label} (cached)"), |b| b.iter(|| matcher.compute_mask(&vocab)));
         // Budget-aware closing: each allowed token's next state priced by its completion.
-        if first_time {
-            group.bench_function(format!("{label} (within 64 tokens, first time)"), |b| {
-                b.iter_batched(
-                    || {
-                        let mut fresh = ToolCallMatcher::new(tools.clone(), &auto, &Envelope::new(CallFormat::Hermes))
-                            .expect("matcher");
-                        assert!(fresh.advance_text(text));
-                        fresh
-                    },
-                    |mut fresh| fresh.compute_mask_within(&vocab, 64),
-                    criterion::BatchSize::LargeInput,
-                )
-            });
-        }
+        group.bench_function(format!("{label} (within 64 tokens, first time)"), |b| {
+            b.iter_batched(
+                || {
+                    let mut fresh = ToolCallMatcher::new(tools.clone(), &auto, &Envelope::new(CallFormat::Hermes))
+                        .expect("matcher");
+                    assert!(fresh.advance_text(text));
+                    fresh
+                },
+                |mut fresh| fresh.compute_mask_within(&vocab, 64),
+                criterion::BatchSize::LargeInput,
+            )
+        });
         group.bench_function(format!("{label} (within 64 tokens, again)"), |b| {
             b.iter(|| matcher.compute_mask_within(&vocab, 64))
         });

@@ -206,6 +206,12 @@ async fn bad_inputs_get_their_status_and_name_the_field() {
             "object schema",
         ),
         (
+            // Budget-aware closing: a forced call that cannot be complete within max_tokens is refused.
+            json!({"messages": user("hi"), "tools": tools(), "tool_choice": {"type": "function", "function": {"name": "get_weather"}}, "max_tokens": 3}),
+            Some("max_tokens"),
+            "the shortest complete tool call needs",
+        ),
+        (
             json!({"messages": [{"role": "assistant", "content": null, "tool_calls": [{"id": "1", "type": "function", "function": {"name": "f", "arguments": "{oops"}}]}]}),
             Some("messages[0].tool_calls[0].function.arguments"),
             "not valid JSON",

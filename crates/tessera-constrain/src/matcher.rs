@@ -69,6 +69,9 @@ pub struct ToolCallMatcher {
     /// Tokens that complete the response from the current state (kept while
     /// the model follows it, so a budget it fits stays met).
     plan: Vec<u32>,
+    /// Per state: the non-plain allowed tokens with their next state's
+    /// completion cost, most expensive first (budget-aware closing).
+    priced: HashMap<CallState, Arc<Vec<(u32, u32)>>>,
 }
 
 /// Plain tokens (see [`Vocabulary`]'s splits) that all lead to `end`
@@ -167,6 +170,7 @@ impl ToolCallMatcher {
             cache: HashMap::new(),
             budget: BudgetMemo::default(),
             plan: Vec::new(),
+            priced: HashMap::new(),
         };
         if choice.mode == CallMode::Required {
             let prefix = matcher.allowed.common_prefix(&matcher.tools).to_string();
@@ -206,6 +210,7 @@ impl ToolCallMatcher {
             cache: HashMap::new(),
             budget: BudgetMemo::default(),
             plan: Vec::new(),
+            priced: HashMap::new(),
         })
     }
 
@@ -322,43 +327,49 @@ impl ToolCallMatcher {
         mask
     }
 
-    /// Whether the state after `token` completes within `left` tokens.
-    fn token_fits(&mut self, vocab: &Vocabulary, token: u32, left: usize) -> bool {
-        match self.after_token(vocab, token) {
-            Some(Some(next)) => self
-                .completion_tokens(vocab, next)
-                .is_none_or(|plan| plan.len() <= left),
-            _ => false,
+    /// The allowed tokens outside the plain set (and the plain exceptions),
+    /// each with the tokens its next state needs to complete, most first;
+    /// cached by state.
+    fn priced_tokens(&mut self, vocab: &Vocabulary, allowed: &SimpleVob, exceptions: Vec<u32>) -> Arc<Vec<(u32, u32)>> {
+        let state = self.state;
+        if let Some(priced) = self.priced.get(&state) {
+            return priced.clone();
         }
-    }
-
-    /// Walk `trie` from the current state (dead bytes prune it) and collect
-    /// the allowed tokens whose end state cannot complete within `left`.
-    fn reject_over_budget(
-        &mut self,
-        trie: &TokTrie,
-        allowed: &SimpleVob,
-        left: usize,
-        vocab: &Vocabulary,
-        rejected: &mut Vec<u32>,
-    ) {
-        let mut todo = vec![(trie.root(), self.state)];
-        while let Some((node, state)) = todo.pop() {
+        let trie = match self.plain_tokens(vocab) {
+            Some(plain) => plain.rest,
+            None => &vocab.trie,
+        };
+        let mut priced = Vec::new();
+        let mut todo = vec![(trie.root(), state)];
+        while let Some((node, at)) = todo.pop() {
             for child in trie.node_children(node) {
-                let Some(next) = self.machine().step(state, child.byte()) else {
+                let Some(next) = self.machine().step(at, child.byte()) else {
                     continue;
                 };
                 if let Some(token) = child.token_id().filter(|&t| allowed.is_allowed(t) && !vocab.is_stop(t)) {
-                    if self
-                        .completion_tokens(vocab, next)
-                        .is_some_and(|plan| plan.len() > left)
-                    {
-                        rejected.push(token);
-                    }
+                    priced.push((token, self.cost_of(vocab, next)));
                 }
                 todo.push((child, next));
             }
         }
+        for token in exceptions.into_iter().filter(|&t| allowed.is_allowed(t)) {
+            if let Some(Some(next)) = self.after_token(vocab, token) {
+                priced.push((token, self.cost_of(vocab, next)));
+            }
+        }
+        priced.sort_unstable_by_key(|&(_, cost)| std::cmp::Reverse(cost));
+        let priced = Arc::new(priced);
+        if self.priced.len() >= CACHE_LIMIT {
+            self.priced.clear();
+        }
+        self.priced.insert(state, priced.clone());
+        priced
+    }
+
+    /// Tokens that complete the response from `state` (0 when none was found:
+    /// such a state is not held against the budget).
+    fn cost_of(&mut self, vocab: &Vocabulary, state: CallState) -> u32 {
+        self.completion_tokens(vocab, state).map_or(0, |plan| plan.len() as u32)
     }
 
     /// Plain tokens that lead to one state, save the exceptions.
@@ -476,32 +487,27 @@ impl ToolCallMatcher {
         }
         let left = remaining - 1;
         // Plain tokens that all lead to one state (or stay in free text) are
-        // priced once; the others by a walk of their trie, each token's end
-        // state priced as the walk reaches it.
-        let mut rejected = Vec::new();
-        let walked = match self.plain_tokens(vocab) {
-            Some(plain) => {
-                let fits = plain
-                    .end
-                    .is_none_or(|end| self.completion_tokens(vocab, end).is_none_or(|plan| plan.len() <= left));
-                if !fits {
-                    let mut bulk = plain.tokens.clone();
-                    for &token in &plain.exceptions {
-                        bulk.set(token as usize, false);
-                    }
-                    mask.bits.sub(&bulk);
+        // priced at once; the others are priced once per state (a walk of
+        // their trie), most expensive first, so a roomy budget stops at the first.
+        let unfiltered = mask.bits.clone();
+        let mut exceptions = Vec::new();
+        if let Some(plain) = self.plain_tokens(vocab) {
+            let fits = plain
+                .end
+                .is_none_or(|end| self.completion_tokens(vocab, end).is_none_or(|plan| plan.len() <= left));
+            if !fits {
+                let mut bulk = plain.tokens.clone();
+                for &token in &plain.exceptions {
+                    bulk.set(token as usize, false);
                 }
-                for token in plain.exceptions {
-                    if mask.is_allowed(token) && !self.token_fits(vocab, token, left) {
-                        rejected.push(token);
-                    }
-                }
-                plain.rest
+                mask.bits.sub(&bulk);
             }
-            None => &vocab.trie,
-        };
-        self.reject_over_budget(walked, &mask.bits, left, vocab, &mut rejected);
-        for token in rejected {
+            exceptions = plain.exceptions;
+        }
+        for &(token, cost) in self.priced_tokens(vocab, &unfiltered, exceptions).iter() {
+            if cost as usize <= left {
+                break;
+            }
             mask.bits.set(token as usize, false);
         }
         if let Some(&next) = self.plan.first() {
