@@ -387,20 +387,22 @@ impl ToolCallMatcher {
             Phase::Text { matched: 0 } | Phase::Tentative { .. } if is_text_structural(self.envelope.opener[0]) => {
                 plain(&vocab.text, None, Vec::new())
             }
-            Phase::Args if self.machine().json().in_plain_string(state.json) => match state.json.lex {
-                // A key in the declared names' trie: plain tokens leave it for an
-                // undeclared key, except those spelling the start of a declared name.
-                Lex::KeyStr { at: Some(_), text } => {
-                    let rests = self.machine().json().declared_key_rests(state.json);
-                    let exceptions = rests.iter().flat_map(|rest| vocab.tokens_along(rest)).collect();
-                    let json = JsonState {
-                        lex: Lex::KeyStr { at: None, text },
-                        ..state.json
-                    };
-                    plain(&vocab.string, Some(CallState { json, ..state }), exceptions)
+            Phase::Args if self.machine().json().in_plain_string(state.json, vocab.longest_token()) => {
+                match state.json.lex {
+                    // A key in the declared names' trie: plain tokens leave it for an
+                    // undeclared key, except those spelling the start of a declared name.
+                    Lex::KeyStr { at: Some(_), text } => {
+                        let rests = self.machine().json().declared_key_rests(state.json);
+                        let exceptions = rests.iter().flat_map(|rest| vocab.tokens_along(rest)).collect();
+                        let json = JsonState {
+                            lex: Lex::KeyStr { at: None, text },
+                            ..state.json
+                        };
+                        plain(&vocab.string, Some(CallState { json, ..state }), exceptions)
+                    }
+                    _ => plain(&vocab.string, Some(state), Vec::new()),
                 }
-                _ => plain(&vocab.string, Some(state), Vec::new()),
-            },
+            }
             _ => None,
         }
     }
@@ -419,7 +421,9 @@ impl ToolCallMatcher {
             Phase::Text { matched: 0 } | Phase::Tentative { .. } if is_text_structural(self.envelope.opener[0]) => {
                 Some(&vocab.text)
             }
-            Phase::Args if self.machine().json().in_plain_string(state.json) => Some(&vocab.string),
+            Phase::Args if self.machine().json().in_plain_string(state.json, vocab.longest_token()) => {
+                Some(&vocab.string)
+            }
             _ => None,
         };
         let (mut bits, trie) = match split {

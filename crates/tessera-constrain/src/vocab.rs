@@ -117,6 +117,11 @@ impl Vocabulary {
         self.trie.token_id(bytes).is_some()
     }
 
+    /// Bytes of the longest token.
+    pub(crate) fn longest_token(&self) -> u32 {
+        self.trie.max_token_len() as u32
+    }
+
     /// Whether `token` ends a turn.
     pub fn is_stop(&self, token: u32) -> bool {
         self.stop_tokens.contains(&token)

@@ -119,6 +119,15 @@ impl JsonMachine<'_> {
         if !choice {
             return self.lexeme_depth_first(start, shortest, memo);
         }
+        if let Some(rest) = self.pattern_rest(start) {
+            // A pattern string without length bounds at a character boundary:
+            // the pattern's own shortest rest, then the closing quote.
+            if let Some(after) = rest.iter().try_fold(start, |s, &byte| self.step(s, byte)) {
+                if let Some(tail) = self.completion(after, shortest, memo) {
+                    return Some(rest.into_iter().chain(tail).collect());
+                }
+            }
+        }
         let mut best: Option<Vec<u8>> = None;
         let mut first_exit: Option<usize> = None;
         let mut seen = HashSet::from([start]);

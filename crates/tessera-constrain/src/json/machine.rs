@@ -121,6 +121,25 @@ impl<'a> JsonMachine<'a> {
         rests
     }
 
+    /// Inside a string with a pattern and no length bound, between
+    /// characters: the pattern's shortest rest and the closing quote, when
+    /// they need no escape.
+    pub(super) fn pattern_rest(&self, state: JsonState) -> Option<Vec<u8>> {
+        let Lex::Str { node, text } = state.lex else {
+            return None;
+        };
+        let rules = self.text_rules(node);
+        let Some(TextPattern::Value(pattern)) = rules.pattern else {
+            return None;
+        };
+        if !text.at_boundary() || rules.bounds.max != u32::MAX || text.count < rules.bounds.min {
+            return None;
+        }
+        let mut rest = pattern.plain_rest(text.dfa)?;
+        rest.push(b'"');
+        Some(rest)
+    }
+
     /// Inside a key of an object read through a key table (`patternProperties`, `propertyNames`).
     pub(super) fn in_key_table(&self, state: JsonState) -> bool {
         self.object(self.stacks.top(state.stack))
@@ -167,16 +186,18 @@ impl<'a> JsonMachine<'a> {
         }
     }
 
-    /// Whether every byte but `"`, `\\` and control bytes, written as whole
-    /// UTF-8 characters, leaves `state` as it is: inside a string without a
-    /// length bound still to reach, or inside a key that can only be an
+    /// Whether every token of whole UTF-8 characters without `"`, `\\` or
+    /// control bytes, `longest` bytes at most, is allowed from `state` and
+    /// leads to a state whose completion is no longer: inside a string without
+    /// a pattern whose `maxLength` such a token cannot pass (the count only
+    /// moves towards `minLength`), or inside a key that can only be an
     /// undeclared one (or may be, in an object that takes undeclared keys).
-    pub fn in_plain_string(&self, state: JsonState) -> bool {
+    pub fn in_plain_string(&self, state: JsonState, longest: u32) -> bool {
         match state.lex {
             Lex::Str { node, text } => {
                 let rules = self.text_rules(node);
-                let bounds = rules.bounds;
-                rules.pattern.is_none() && text.at_boundary() && bounds.max == u32::MAX && text.count >= bounds.min
+                let room = rules.bounds.max == u32::MAX || text.count.saturating_add(longest) <= rules.bounds.max;
+                rules.pattern.is_none() && text.at_boundary() && room
             }
             Lex::KeyStr { at, text } => {
                 let frame = self.stacks.top(state.stack);

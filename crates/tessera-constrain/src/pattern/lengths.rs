@@ -17,6 +17,8 @@ pub(crate) struct PatternUse {
     /// Words per state; the highest bit of the last word stands for "that many or more".
     words: usize,
     lengths: Vec<u64>,
+    /// Per state, the first step of a shortest match's rest (see [`Dfa::toward_accept`]).
+    toward_accept: Vec<Option<(u8, u32)>>,
 }
 
 impl PatternUse {
@@ -31,7 +33,13 @@ impl PatternUse {
         // The sticky top bit (index 64 * words - 1) is above every bound.
         let words = (bound as usize + 2) / 64 + 1;
         let lengths = remaining_lengths(&dfa, words);
-        Ok(Self { dfa, words, lengths })
+        let toward_accept = dfa.toward_accept();
+        Ok(Self {
+            dfa,
+            words,
+            lengths,
+            toward_accept,
+        })
     }
 
     fn bits(&self, state: u32) -> &[u64] {
@@ -52,6 +60,23 @@ impl PatternUse {
             (max.saturating_sub(count) as usize).min(top)
         };
         lo <= hi && any_in_range(self.bits(state), lo, hi)
+    }
+}
+
+impl PatternUse {
+    /// The bytes of a shortest rest of a match from `state`, when they need
+    /// no JSON escape (`None` otherwise, or from a dead state).
+    pub fn plain_rest(&self, mut state: u32) -> Option<Vec<u8>> {
+        let mut rest = Vec::new();
+        while !self.dfa.accepts(state) {
+            let (byte, next) = (*self.toward_accept.get(state as usize)?)?;
+            if byte < 0x20 || byte == b'"' || byte == b'\\' {
+                return None;
+            }
+            rest.push(byte);
+            state = next;
+        }
+        Some(rest)
     }
 }
 

@@ -177,6 +177,55 @@ impl Dfa {
         self.representatives.iter().copied().zip(row.iter().copied())
     }
 
+    /// Per state, the first step of a shortest way to an accepting state
+    /// (`None` for accepting and dead-end states): a byte that needs no JSON
+    /// escape where its class has one (letters and digits first), and the
+    /// state it leads to. A breadth-first search over reversed edges.
+    pub fn toward_accept(&self) -> Vec<Option<(u8, u32)>> {
+        let n = self.accept.len();
+        let pretty = self.plain_byte_per_class();
+        let mut incoming: Vec<Vec<(u32, u8)>> = vec![Vec::new(); n];
+        for from in 0..n as u32 {
+            for (class, &to) in self.next[from as usize * self.class_count..][..self.class_count]
+                .iter()
+                .enumerate()
+            {
+                if to != DEAD {
+                    incoming[to as usize].push((from, pretty[class]));
+                }
+            }
+        }
+        let mut step: Vec<Option<(u8, u32)>> = vec![None; n];
+        let mut done: Vec<bool> = self.accept.clone();
+        let mut queue: std::collections::VecDeque<u32> = (0..n as u32).filter(|&s| self.accept[s as usize]).collect();
+        while let Some(state) = queue.pop_front() {
+            for &(from, byte) in &incoming[state as usize] {
+                if !done[from as usize] {
+                    done[from as usize] = true;
+                    step[from as usize] = Some((byte, state));
+                    queue.push_back(from);
+                }
+            }
+        }
+        step
+    }
+
+    /// One byte per class, preferring letters, digits and other printable
+    /// ASCII that JSON needs no escape for.
+    fn plain_byte_per_class(&self) -> Vec<u8> {
+        let order = (b'a'..=b'z')
+            .chain(b'0'..=b'9')
+            .chain(b'A'..=b'Z')
+            .chain((0x20..0x7F).filter(|&b| b != b'"' && b != b'\\'))
+            .chain(0..=255u8);
+        let mut chosen: Vec<Option<u8>> = vec![None; self.class_count];
+        for byte in order {
+            let class = &mut chosen[self.classes[byte as usize] as usize];
+            class.get_or_insert(byte);
+        }
+        chosen.into_iter().map(|b| b.unwrap_or(0)).collect()
+    }
+
     /// The table accepting what both accept (`allOf`, `pattern` with `format`).
     pub fn intersect(&self, other: &Dfa) -> Result<Self, PatternError> {
         let (classes, representatives) =

@@ -440,10 +440,13 @@ impl<'a> Compiler<'a> {
             }
             Some(_) => return Err(at.child("additionalProperties").error("must be a boolean or a schema")),
         };
-        // serde_json's map iterates in sorted key order: property i is the i-th name.
-        let mut names: Vec<String> = properties.keys().cloned().collect();
+        // Property i is the i-th name in sorted order (sorted here: serde_json
+        // keeps insertion order when a dependency turns on `preserve_order`).
+        let mut entries: Vec<(&String, &Value)> = properties.iter().collect();
+        entries.sort_by(|a, b| a.0.cmp(b.0));
+        let mut names: Vec<String> = entries.iter().map(|(name, _)| (*name).clone()).collect();
         let mut props = Vec::with_capacity(names.len());
-        for (name, schema) in properties {
+        for (name, schema) in entries {
             props.push(self.compile(schema, &at.child("properties").child(name))?);
         }
         let required = required_names(map, at)?;

@@ -43,8 +43,11 @@ impl Compiler<'_> {
     fn exactly(&mut self, value: &Value) -> NodeId {
         match value {
             Value::Object(map) => {
-                let names: Vec<String> = map.keys().cloned().collect();
-                let props: Vec<NodeId> = map.values().map(|v| self.exactly(v)).collect();
+                // Sorted by name, whatever order the map keeps.
+                let mut entries: Vec<(&String, &Value)> = map.iter().collect();
+                entries.sort_by(|a, b| a.0.cmp(b.0));
+                let names: Vec<String> = entries.iter().map(|(name, _)| (*name).clone()).collect();
+                let props: Vec<NodeId> = entries.iter().map(|(_, v)| self.exactly(v)).collect();
                 let required = if names.len() >= 64 {
                     u64::MAX
                 } else {
