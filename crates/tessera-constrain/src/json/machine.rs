@@ -92,100 +92,6 @@ impl<'a> JsonMachine<'a> {
         }
     }
 
-    /// Inside a key still in the declared names' trie: the rest of each
-    /// declared name from here (a plain token that is not a prefix of one
-    /// leaves the trie for an undeclared key).
-    pub fn declared_key_rests(&self, state: JsonState) -> Vec<Vec<u8>> {
-        let Lex::KeyStr { at: Some(node), .. } = state.lex else {
-            return Vec::new();
-        };
-        let Some(shape) = self.object(self.stacks.top(state.stack)) else {
-            return Vec::new();
-        };
-        let keys = &self.arena.tries[shape.keys as usize];
-        let mut rests = Vec::new();
-        let mut todo = vec![(node, Vec::new())];
-        while let Some((at, path)) = todo.pop() {
-            if !keys.has_children(at) {
-                rests.push(path);
-                continue;
-            }
-            for byte in 0..=255u8 {
-                if let Some(next) = keys.step(at, byte) {
-                    let mut longer = path.clone();
-                    longer.push(byte);
-                    todo.push((next, longer));
-                }
-            }
-        }
-        rests
-    }
-
-    /// Inside a string with a pattern and no length bound, between
-    /// characters: the pattern's shortest rest and the closing quote, when
-    /// they need no escape.
-    pub(super) fn pattern_rest(&self, state: JsonState) -> Option<Vec<u8>> {
-        let Lex::Str { node, text } = state.lex else {
-            return None;
-        };
-        let rules = self.text_rules(node);
-        let Some(TextPattern::Value(pattern)) = rules.pattern else {
-            return None;
-        };
-        if !text.at_boundary() || rules.bounds.max != u32::MAX || text.count < rules.bounds.min {
-            return None;
-        }
-        let mut rest = pattern.plain_rest(text.dfa)?;
-        rest.push(b'"');
-        Some(rest)
-    }
-
-    /// Inside a key of an object read through a key table (`patternProperties`, `propertyNames`).
-    pub(super) fn in_key_table(&self, state: JsonState) -> bool {
-        self.object(self.stacks.top(state.stack))
-            .is_some_and(|shape| shape.key_table.is_some())
-    }
-
-    /// Inside a key still in the declared names' trie, at a character
-    /// boundary, of an object without a key table: the bytes that continue a
-    /// declared name.
-    pub(super) fn declared_key_next_bytes(&self, state: JsonState) -> Option<Vec<u8>> {
-        let Lex::KeyStr { at: Some(node), text } = state.lex else {
-            return None;
-        };
-        let shape = self.object(self.stacks.top(state.stack))?;
-        if shape.key_table.is_some() || !text.at_boundary() {
-            return None;
-        }
-        let keys = &self.arena.tries[shape.keys as usize];
-        Some((0..=255u8).filter(|&b| keys.step(node, b).is_some()).collect())
-    }
-
-    /// Whether the number or literal of `state` ends before `byte` (which
-    /// then belongs to what follows). A completion prices such an end from
-    /// [`end_value`](Self::end_value) instead, so its search never starts
-    /// another entry where the container's own completion writes the
-    /// properties it still owes.
-    pub(super) fn ends_before(&self, state: JsonState, byte: u8) -> bool {
-        match state.lex {
-            Lex::Num { node, num } => matches!(num.step(self.number_shape(node), byte), Some(NumStep::Ended)),
-            Lex::Lit { trie, at } => self.arena.tries[trie as usize].step(at, byte).is_none(),
-            _ => false,
-        }
-    }
-
-    /// The state after the number or literal of `state` ends here (as it
-    /// would before a following `,` `}` `]`, or at the end of the input).
-    pub(super) fn end_value(&mut self, state: JsonState) -> Option<JsonState> {
-        match state.lex {
-            Lex::Num { node, num } if num.complete(self.number_shape(node)) => self.complete(state.stack),
-            Lex::Lit { trie, at } if self.arena.tries[trie as usize].terminal(at).is_some() => {
-                self.complete(state.stack)
-            }
-            _ => None,
-        }
-    }
-
     /// Whether every token of whole UTF-8 characters without `"`, `\\` or
     /// control bytes, `longest` bytes at most, is allowed from `state` and
     /// leads to a state whose completion is no longer: inside a string without
@@ -370,7 +276,7 @@ impl<'a> JsonMachine<'a> {
         })
     }
 
-    fn number_shape(&self, node: NodeId) -> &NumberShape {
+    pub(super) fn number_shape(&self, node: NodeId) -> &NumberShape {
         match &self.arena.nodes[node as usize] {
             Node::Number(shape) => shape,
             _ => &NumberShape::ANY,
@@ -616,7 +522,7 @@ impl<'a> JsonMachine<'a> {
     }
 
     /// A value inside the container on top of `stack` (or at the top level) is complete.
-    fn complete(&mut self, stack: StackId) -> Option<JsonState> {
+    pub(super) fn complete(&mut self, stack: StackId) -> Option<JsonState> {
         if stack == 0 {
             return Some(JsonState { stack, lex: Lex::Done });
         }
