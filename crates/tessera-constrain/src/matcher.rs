@@ -10,7 +10,7 @@ use crate::format::Envelope;
 use crate::json::{JsonState, Lex, Stacks};
 use crate::output::CallSyntax;
 use crate::tools::{AllowedNames, CompiledTools};
-use crate::vocab::is_text_structural;
+use crate::vocab::{is_text_structural, SHORT_TOKEN_BYTES};
 use crate::{ConstrainError, Vocabulary};
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -372,6 +372,12 @@ impl ToolCallMatcher {
         self.completion_tokens(vocab, state).map_or(0, |plan| plan.len() as u32)
     }
 
+    /// Whether every plain token, the longest included, fits the string's `maxLength`.
+    fn long_tokens_fit(&mut self, vocab: &Vocabulary) -> bool {
+        let json = self.state.json;
+        self.machine().json().in_plain_string(json, vocab.longest_token())
+    }
+
     /// Plain tokens that lead to one state, save the exceptions.
     fn plain_tokens<'v>(&mut self, vocab: &'v Vocabulary) -> Option<PlainTokens<'v>> {
         let state = self.state;
@@ -387,7 +393,7 @@ impl ToolCallMatcher {
             Phase::Text { matched: 0 } | Phase::Tentative { .. } if is_text_structural(self.envelope.opener[0]) => {
                 plain(&vocab.text, None, Vec::new())
             }
-            Phase::Args if self.machine().json().in_plain_string(state.json, vocab.longest_token()) => {
+            Phase::Args if self.machine().json().in_plain_string(state.json, SHORT_TOKEN_BYTES) => {
                 match state.json.lex {
                     // A key in the declared names' trie: plain tokens leave it for an
                     // undeclared key, except those spelling the start of a declared name.
@@ -399,6 +405,10 @@ impl ToolCallMatcher {
                             ..state.json
                         };
                         plain(&vocab.string, Some(CallState { json, ..state }), exceptions)
+                    }
+                    // Near maxLength the long plain tokens are priced one by one.
+                    _ if !self.long_tokens_fit(vocab) => {
+                        plain(&vocab.string, Some(state), vocab.long_string_tokens.clone())
                     }
                     _ => plain(&vocab.string, Some(state), Vec::new()),
                 }
@@ -421,9 +431,7 @@ impl ToolCallMatcher {
             Phase::Text { matched: 0 } | Phase::Tentative { .. } if is_text_structural(self.envelope.opener[0]) => {
                 Some(&vocab.text)
             }
-            Phase::Args if self.machine().json().in_plain_string(state.json, vocab.longest_token()) => {
-                Some(&vocab.string)
-            }
+            Phase::Args if self.machine().json().in_plain_string(state.json, SHORT_TOKEN_BYTES) => Some(&vocab.string),
             _ => None,
         };
         let (mut bits, trie) = match split {
@@ -437,6 +445,12 @@ impl ToolCallMatcher {
             stack: vec![start],
         };
         trie.add_bias(&mut walker, &mut bits, &[]);
+        // Near a string's maxLength, long plain tokens may not fit: each is checked.
+        if split.is_some_and(|s| std::ptr::eq(s, &vocab.string)) && !self.long_tokens_fit(vocab) {
+            for &token in &vocab.long_string_tokens {
+                bits.set(token as usize, self.allows_token(vocab, token));
+            }
+        }
         // Special tokens are never spelled by the automaton; only end-of-turn, where a response may end.
         for &stop in &vocab.stop_tokens {
             bits.set(stop as usize, accepting);

@@ -60,7 +60,14 @@ pub struct Vocabulary {
     /// Inside a JSON string: `"` and `\` end or escape, control bytes are invalid,
     /// tokens that are not whole UTF-8 characters change the lexer's state.
     pub(crate) string: Split,
+    /// Plain string tokens longer than [`SHORT_TOKEN_BYTES`]: inside a string
+    /// with a `maxLength` close by, each is checked on its own.
+    pub(crate) long_string_tokens: Vec<u32>,
 }
+
+/// Bytes up to which a plain token is taken wholesale inside a bounded
+/// string (when at least that many characters are left before `maxLength`).
+pub(crate) const SHORT_TOKEN_BYTES: u32 = 16;
 
 impl std::fmt::Debug for Vocabulary {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -89,11 +96,15 @@ impl Vocabulary {
             |b| b == b'"' || b == b'\\' || b < 0x20 || b == crate::SPECIAL_TOKEN_MARKER,
             |bytes| std::str::from_utf8(bytes).is_ok(),
         );
+        let long_string_tokens = (0..token_bytes.len() as u32)
+            .filter(|&t| string.plain.is_allowed(t) && token_bytes[t as usize].len() as u32 > SHORT_TOKEN_BYTES)
+            .collect();
         Self {
             trie,
             stop_tokens: stop_tokens.to_vec(),
             text,
             string,
+            long_string_tokens,
         }
     }
 
