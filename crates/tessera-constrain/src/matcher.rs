@@ -372,12 +372,6 @@ impl ToolCallMatcher {
         self.completion_tokens(vocab, state).map_or(0, |plan| plan.len() as u32)
     }
 
-    /// Whether every plain token, the longest included, fits the string's `maxLength`.
-    fn long_tokens_fit(&mut self, vocab: &Vocabulary) -> bool {
-        let json = self.state.json;
-        self.machine().json().in_plain_string(json, vocab.longest_token())
-    }
-
     /// Plain tokens that lead to one state, save the exceptions.
     fn plain_tokens<'v>(&mut self, vocab: &'v Vocabulary) -> Option<PlainTokens<'v>> {
         let state = self.state;
@@ -406,10 +400,8 @@ impl ToolCallMatcher {
                         };
                         plain(&vocab.string, Some(CallState { json, ..state }), exceptions)
                     }
-                    // Near maxLength the long plain tokens are priced one by one.
-                    _ if !self.long_tokens_fit(vocab) => {
-                        plain(&vocab.string, Some(state), vocab.long_string_tokens.clone())
-                    }
+                    // A plain token only moves the count towards minLength (those that
+                    // would pass maxLength are not in the mask): priced as the state.
                     _ => plain(&vocab.string, Some(state), Vec::new()),
                 }
             }
@@ -445,10 +437,12 @@ impl ToolCallMatcher {
             stack: vec![start],
         };
         trie.add_bias(&mut walker, &mut bits, &[]);
-        // Near a string's maxLength, long plain tokens may not fit: each is checked.
-        if split.is_some_and(|s| std::ptr::eq(s, &vocab.string)) && !self.long_tokens_fit(vocab) {
-            for &token in &vocab.long_string_tokens {
-                bits.set(token as usize, self.allows_token(vocab, token));
+        // Near a string's maxLength, a long plain token is allowed only if its characters fit.
+        if split.is_some_and(|s| std::ptr::eq(s, &vocab.string)) {
+            if let Some(room) = self.machine().json().string_room(state.json) {
+                for &(token, chars) in &vocab.long_string_tokens {
+                    bits.set(token as usize, chars <= room);
+                }
             }
         }
         // Special tokens are never spelled by the automaton; only end-of-turn, where a response may end.

@@ -60,9 +60,10 @@ pub struct Vocabulary {
     /// Inside a JSON string: `"` and `\` end or escape, control bytes are invalid,
     /// tokens that are not whole UTF-8 characters change the lexer's state.
     pub(crate) string: Split,
-    /// Plain string tokens longer than [`SHORT_TOKEN_BYTES`]: inside a string
-    /// with a `maxLength` close by, each is checked on its own.
-    pub(crate) long_string_tokens: Vec<u32>,
+    /// Plain string tokens longer than [`SHORT_TOKEN_BYTES`], with their
+    /// length in characters: inside a string with a `maxLength` close by,
+    /// each is allowed only if its characters fit.
+    pub(crate) long_string_tokens: Vec<(u32, u32)>,
 }
 
 /// Bytes up to which a plain token is taken wholesale inside a bounded
@@ -98,6 +99,10 @@ impl Vocabulary {
         );
         let long_string_tokens = (0..token_bytes.len() as u32)
             .filter(|&t| string.plain.is_allowed(t) && token_bytes[t as usize].len() as u32 > SHORT_TOKEN_BYTES)
+            .map(|t| {
+                let chars = std::str::from_utf8(&token_bytes[t as usize]).map_or(0, |s| s.chars().count());
+                (t, chars as u32)
+            })
             .collect();
         Self {
             trie,
@@ -126,11 +131,6 @@ impl Vocabulary {
     /// Whether some token's bytes are exactly `bytes`.
     pub fn has_token_bytes(&self, bytes: &[u8]) -> bool {
         self.trie.token_id(bytes).is_some()
-    }
-
-    /// Bytes of the longest token.
-    pub(crate) fn longest_token(&self) -> u32 {
-        self.trie.max_token_len() as u32
     }
 
     /// Whether `token` ends a turn.

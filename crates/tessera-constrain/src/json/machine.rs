@@ -117,6 +117,17 @@ impl<'a> JsonMachine<'a> {
         }
     }
 
+    /// Inside a string without a pattern, between characters, with a
+    /// `maxLength`: the characters still allowed (`None` otherwise).
+    pub fn string_room(&self, state: JsonState) -> Option<u32> {
+        let Lex::Str { node, text } = state.lex else {
+            return None;
+        };
+        let rules = self.text_rules(node);
+        let bounded = rules.pattern.is_none() && text.at_boundary() && rules.bounds.max != u32::MAX;
+        bounded.then(|| rules.bounds.max.saturating_sub(text.count))
+    }
+
     pub(super) fn object(&self, frame: Frame) -> Option<&'a ObjectShape> {
         match &self.arena.nodes[frame.node as usize] {
             Node::Object(shape) => Some(shape),
