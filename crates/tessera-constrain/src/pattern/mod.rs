@@ -77,8 +77,8 @@ impl Dfa {
             .match_kind(MatchKind::All)
             .start_kind(StartKind::Anchored)
             .minimize(false)
-            .dfa_size_limit(Some(64 << 20))
-            .determinize_size_limit(Some(64 << 20));
+            .dfa_size_limit(Some(16 << 20))
+            .determinize_size_limit(Some(16 << 20));
         let dfa = dense::Builder::new()
             .configure(config)
             .syntax(syntax::Config::new().utf8(true).unicode(true))
@@ -342,6 +342,17 @@ mod tests {
         assert_eq!(dfa.step(after_a, b'c'), DEAD);
         assert_eq!(dfa.step(0, b'b'), DEAD);
         assert!(Dfa::ecma("^[]$").unwrap().is_empty());
+    }
+
+    #[test]
+    fn a_pattern_whose_dfa_explodes_is_refused() {
+        // The n-th character from the end is an `a`: 2^n DFA states.
+        let error = Dfa::ecma("^[ab]*a[ab]{24}$").unwrap_err();
+        assert!(
+            error.0.contains("cannot be compiled") || error.0.contains("states"),
+            "{}",
+            error.0
+        );
     }
 
     #[test]
