@@ -116,27 +116,3 @@ impl CallMachine<'_> {
             .min_by_key(Vec::len)
     }
 }
-
-impl Vocabulary {
-    /// Tokens whose bytes are a prefix of `bytes`.
-    pub(crate) fn tokens_along(&self, bytes: &[u8]) -> Vec<u32> {
-        let mut tokens = Vec::new();
-        let mut node = self.trie.root();
-        for &byte in bytes {
-            let Some(child) = self.trie.child_at_byte(node, byte) else {
-                break;
-            };
-            node = child;
-            tokens.extend(node.token_id());
-        }
-        tokens
-    }
-
-    /// Tokens spelling exactly `bytes` (longest match first), or `None` when
-    /// some byte has no token.
-    pub(crate) fn tokenize_exactly(&self, bytes: &[u8]) -> Option<Vec<u32>> {
-        let tokens = self.trie.greedy_tokenize(bytes);
-        let spelled: usize = tokens.iter().map(|&t| self.token_bytes(t).len()).sum();
-        (spelled == bytes.len()).then_some(tokens)
-    }
-}

@@ -10,7 +10,7 @@ use crate::format::Envelope;
 use crate::json::{JsonState, Lex, Stacks};
 use crate::output::CallSyntax;
 use crate::tools::{AllowedNames, CompiledTools};
-use crate::vocab::{is_text_structural, SHORT_TOKEN_BYTES};
+use crate::vocab::{is_text_structural, Split, SHORT_TOKEN_BYTES};
 use crate::{ConstrainError, Vocabulary};
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -375,36 +375,42 @@ impl ToolCallMatcher {
     /// Plain tokens that lead to one state, save the exceptions.
     fn plain_tokens<'v>(&mut self, vocab: &'v Vocabulary) -> Option<PlainTokens<'v>> {
         let state = self.state;
-        let plain = |split: &'v crate::vocab::Split, end, exceptions| {
-            Some(PlainTokens {
-                tokens: &split.plain,
-                rest: &split.rest,
-                end,
-                exceptions,
-            })
+        let split = self.split(vocab)?;
+        let (end, exceptions) = match state.json.lex {
+            _ if std::ptr::eq(split, &vocab.text) => (None, Vec::new()),
+            // A key in the declared names' trie: plain tokens leave it for an
+            // undeclared key, except those spelling the start of a declared name.
+            Lex::KeyStr { at: Some(_), text } => {
+                let rests = self.machine().json().declared_key_rests(state.json);
+                let exceptions = rests.iter().flat_map(|rest| vocab.tokens_along(rest)).collect();
+                let json = JsonState {
+                    lex: Lex::KeyStr { at: None, text },
+                    ..state.json
+                };
+                (Some(CallState { json, ..state }), exceptions)
+            }
+            // A plain token only moves the count towards minLength (those that
+            // would pass maxLength are not in the mask): priced as the state.
+            _ => (Some(state), Vec::new()),
         };
+        Some(PlainTokens {
+            tokens: &split.plain,
+            rest: &split.rest,
+            end,
+            exceptions,
+        })
+    }
+
+    /// Where plain tokens cannot change the state (free text, inside a string
+    /// or key), the vocabulary's split for it: those allowed wholesale, the rest walked.
+    fn split<'v>(&mut self, vocab: &'v Vocabulary) -> Option<&'v Split> {
+        let state = self.state;
         match state.phase {
+            // A bare call's head only commits at a `{`: plain tokens never end it otherwise.
             Phase::Text { matched: 0 } | Phase::Tentative { .. } if is_text_structural(self.envelope.opener[0]) => {
-                plain(&vocab.text, None, Vec::new())
+                Some(&vocab.text)
             }
-            Phase::Args if self.machine().json().in_plain_string(state.json, SHORT_TOKEN_BYTES) => {
-                match state.json.lex {
-                    // A key in the declared names' trie: plain tokens leave it for an
-                    // undeclared key, except those spelling the start of a declared name.
-                    Lex::KeyStr { at: Some(_), text } => {
-                        let rests = self.machine().json().declared_key_rests(state.json);
-                        let exceptions = rests.iter().flat_map(|rest| vocab.tokens_along(rest)).collect();
-                        let json = JsonState {
-                            lex: Lex::KeyStr { at: None, text },
-                            ..state.json
-                        };
-                        plain(&vocab.string, Some(CallState { json, ..state }), exceptions)
-                    }
-                    // A plain token only moves the count towards minLength (those that
-                    // would pass maxLength are not in the mask): priced as the state.
-                    _ => plain(&vocab.string, Some(state), Vec::new()),
-                }
-            }
+            Phase::Args if self.machine().json().in_plain_string(state.json, SHORT_TOKEN_BYTES) => Some(&vocab.string),
             _ => None,
         }
     }
@@ -418,14 +424,7 @@ impl ToolCallMatcher {
         }
         // Where plain tokens cannot change the state, allow them wholesale and walk the rest.
         let state = self.state;
-        let split = match state.phase {
-            // A bare call's head only commits at a `{`: plain tokens never end it otherwise.
-            Phase::Text { matched: 0 } | Phase::Tentative { .. } if is_text_structural(self.envelope.opener[0]) => {
-                Some(&vocab.text)
-            }
-            Phase::Args if self.machine().json().in_plain_string(state.json, SHORT_TOKEN_BYTES) => Some(&vocab.string),
-            _ => None,
-        };
+        let split = self.split(vocab);
         let (mut bits, trie) = match split {
             Some(split) => (split.plain.clone(), &split.rest),
             None => (vocab.trie.alloc_token_set(), &vocab.trie),

@@ -1,0 +1,118 @@
+//! Planning inside a run: the planner sub-agent (`create_plan`), adopting
+//! its plan as the todo file, and the todo recited after each result.
+
+use super::*;
+
+impl Agent<'_> {
+    /// `create_plan`: ask the planner, at most [`MAX_ATTEMPTS`] times.
+    pub(super) fn plan(&mut self, goal: &str) -> Result<String, AgentError> {
+        let session = format!("{}-planner", self.config.session);
+        let mut retry: Option<(String, String)> = None;
+        for _ in 0..MAX_ATTEMPTS {
+            let body = planner_request(
+                &self.config.task,
+                goal,
+                retry.as_ref().map(|(a, e)| (a.as_str(), e.as_str())),
+            );
+            let turn = self.turns.len() + self.pending.len() + 2;
+            let outcome = self.backend.chat(&body, &session)?;
+            let parsed = parse_plan(&outcome.content, self.config.allow_shell);
+            let verdict = CallRecord {
+                name: "planner".into(),
+                arguments: String::new(),
+                ok: parsed.is_ok(),
+                result: parsed.as_ref().err().cloned().unwrap_or_else(|| "valid".into()),
+            };
+            let choice = body["response_format"].clone();
+            self.pending.push(record(
+                turn,
+                RequestKind::Planner,
+                "planner".into(),
+                choice,
+                &outcome,
+                vec![verdict],
+                false,
+            ));
+            match parsed {
+                Ok(plan) => return Ok(self.adopt_plan(plan, None)),
+                Err(error) => retry = Some((outcome.content.clone(), error)),
+            }
+        }
+        let error = retry.map(|(_, e)| e).unwrap_or_default();
+        Ok(self.adopt_plan(Plan::Simple, Some(error)))
+    }
+
+    /// Follow `plan`: the policy moves on, a complex plan seeds `todo.md`.
+    pub(super) fn adopt_plan(&mut self, plan: Plan, failure: Option<String>) -> String {
+        self.policy.after_plan(&plan);
+        let mut text = String::new();
+        if let Some(error) = failure {
+            text.push_str(&format!(
+                "The planner failed {MAX_ATTEMPTS} times (last error: {error}); going on without a plan.\n"
+            ));
+        }
+        text.push_str(&format_plan(&plan, self.config.allow_shell));
+        // todo.md starts as the plan's checklist (or the task itself), recited
+        // after every result from now on.
+        let todo = match &plan {
+            Plan::Complex(steps) => steps.iter().map(|s| format!("- [ ] {}\n", s.text)).collect(),
+            Plan::Simple => {
+                let task: String = self.config.task.trim().chars().take(TODO_TASK_CHARS).collect();
+                format!("- [ ] {task}\n")
+            }
+        };
+        // A todo.md the user left in the workspace is theirs: never overwritten.
+        if self.todo().is_none_or(|t| t.trim().is_empty()) {
+            if let Err(error) = self.write_todo(&format!("# Plan\n{todo}")) {
+                text.push_str(&format!("\n(todo.md could not be written: {error})"));
+            }
+        }
+        let summary = match &plan {
+            Plan::Simple => "plan: simple".to_string(),
+            Plan::Complex(steps) => format!("plan: {} steps", steps.len()),
+        };
+        self.journal.record(summary);
+        text
+    }
+
+    /// A plan step ended: tick it in `todo.md` if it was done and the line
+    /// is still there.
+    pub(super) fn step_done(&mut self, step: usize, done: bool) {
+        let text = self.policy.steps()[step].text.clone();
+        if !done {
+            self.journal.record(format!(
+                "step {} given up after {STEP_ATTEMPTS} calls: {text}",
+                step + 1
+            ));
+            return;
+        }
+        if let Some(todo) = self.todo() {
+            let open = format!("- [ ] {text}");
+            if todo.contains(&open) {
+                if let Err(error) = self.write_todo(&todo.replacen(&open, &format!("- [x] {text}"), 1)) {
+                    self.journal.record(format!("todo.md could not be ticked: {error}"));
+                }
+            }
+        }
+    }
+
+    /// Rewrite `todo.md`; a refusal (a link out of the workspace, say) is
+    /// reported to the model, never fatal.
+    pub(super) fn write_todo(&mut self, content: &str) -> Result<(), String> {
+        self.toolbox
+            .call("todo_write", &json!({"content": content}))
+            .map(drop)
+            .map_err(|e| e.0)
+    }
+
+    /// `todo.md` as it is now, for recitation (through the jail: a link out
+    /// of the workspace is not read).
+    pub(super) fn todo(&self) -> Option<String> {
+        let path = self.toolbox.jail().resolve("todo", "todo.md").ok()?;
+        if !path.is_file() {
+            return None;
+        }
+        let text = std::fs::read_to_string(path).ok()?;
+        Some(text.chars().take(TODO_RECITE_CHARS).collect())
+    }
+}
