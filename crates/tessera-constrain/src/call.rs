@@ -121,6 +121,7 @@ impl CallMachine<'_> {
         JsonMachine {
             arena: &self.tools.arena,
             stacks: self.stacks,
+            shortest: Some(&self.tools.shortest),
         }
     }
 
@@ -143,7 +144,7 @@ impl CallMachine<'_> {
             Phase::Name { at } => self.name_byte(state, at, byte),
             Phase::Args => {
                 let json = self.json().step(state.json, byte)?;
-                let phase = if json.is_done() {
+                let phase = if self.json().finished(json) {
                     self.enter(state.form, Piece::CallEnd)
                 } else {
                     Phase::Args

@@ -89,11 +89,11 @@ impl CompiledTools {
             roots.push(arena.compile_parameters(&tool.name, &tool.parameters)?);
             names.push(tool.name.clone());
         }
-        arena.finish_and_check(names.iter().map(String::as_str).zip(roots.iter().copied()))?;
+        let shortest = arena.finish_and_check(names.iter().map(String::as_str).zip(roots.iter().copied()))?;
         Ok(Self {
             names,
             roots,
-            shortest: Shortest::new(&arena),
+            shortest,
             arena,
             hash: tools_hash(tools),
         })

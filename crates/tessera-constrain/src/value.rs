@@ -2,6 +2,7 @@
 //! constrains generation: what the conformance suite drives, and a way for a
 //! caller to ask whether a text is a value the constraint would produce.
 
+use crate::json::Shortest;
 use crate::schema::{NodeId, SchemaArena, SchemaOptions};
 use crate::ConstrainError;
 use serde_json::Value;
@@ -11,6 +12,7 @@ use serde_json::Value;
 pub struct ValueSchema {
     arena: SchemaArena,
     root: NodeId,
+    shortest: Shortest,
 }
 
 impl ValueSchema {
@@ -19,14 +21,14 @@ impl ValueSchema {
     pub fn compile(name: &str, schema: &Value, options: SchemaOptions) -> Result<Self, ConstrainError> {
         let mut arena = SchemaArena::new(options);
         let root = arena.compile_value(name, schema)?;
-        arena.finish_and_check([(name, root)])?;
-        Ok(Self { arena, root })
+        let shortest = arena.finish_and_check([(name, root)])?;
+        Ok(Self { arena, root, shortest })
     }
 
     /// Whether the automaton accepts `text` byte by byte as one complete value
     /// (no leading or trailing whitespace).
     pub fn accepts(&self, text: &[u8]) -> bool {
-        crate::json::accepts(&self.arena, self.root, text)
+        crate::json::accepts(&self.arena, Some(&self.shortest), self.root, text)
     }
 
     /// Keywords ignored under [`SchemaOptions::lenient`], each with its path.

@@ -515,3 +515,83 @@ fn key_patterns_and_property_names_shape_the_keys() {
         ],
     );
 }
+
+#[test]
+fn overlapping_one_of_takes_values_exactly_one_alternative_accepts() {
+    // Integers under 2 (the first only) and non-integers from 2 (the second only).
+    let v = |alternatives: Value| json!({"type": "object", "properties": {"v": {"oneOf": alternatives}}, "required": ["v"]});
+    check(
+        v(json!([{"type": "integer"}, {"type": "number", "minimum": 2}])),
+        &[
+            (r#"{"v": 1}"#, true),
+            (r#"{"v": -7}"#, true),
+            (r#"{"v": 2.5}"#, true),
+            (r#"{"v": 3}"#, false),
+            (r#"{"v": 1.5}"#, false),
+            // One spelling per value inside an overlapping `oneOf`: 3.0 is 3, in both.
+            (r#"{"v": 3.0}"#, false),
+            (r#"{"v": 2.50}"#, false),
+            (r#"{"v": 25e-1}"#, false),
+            (r#"{"v": -0}"#, false),
+            (r#"{"v": 0}"#, true),
+        ],
+    );
+    check(
+        v(json!([{"type": "string", "maxLength": 3}, {"type": "string", "pattern": "^[a-z]+$"}])),
+        &[
+            (r#"{"v": "AB"}"#, true),
+            (r#"{"v": "abcd"}"#, true),
+            (r#"{"v": "abc"}"#, false),
+            (r#"{"v": "ABCD"}"#, false),
+            // `\u0061` is `a`: escapes only where JSON needs them.
+            (r#"{"v": "\u0061bcd"}"#, false),
+        ],
+    );
+    check(
+        v(json!([{"enum": ["red", 7]}, {"type": "integer"}])),
+        &[
+            (r#"{"v": "red"}"#, true),
+            (r#"{"v": 8}"#, true),
+            (r#"{"v": 7}"#, false),
+            (r#"{"v": 7.0}"#, false),
+        ],
+    );
+    check(
+        v(json!([{"type": "number"}, {}])),
+        &[
+            (r#"{"v": "text"}"#, true),
+            (r#"{"v": [1]}"#, true),
+            (r#"{"v": 1}"#, false),
+        ],
+    );
+    // Nested: the inner `oneOf` decides first, then the outer counts it once.
+    check(
+        v(json!([{"oneOf": [{"type": "integer"}, {"type": "number", "minimum": 0}]}, {"type": "string"}])),
+        &[
+            (r#"{"v": -1}"#, true),
+            (r#"{"v": 0.5}"#, true),
+            (r#"{"v": "s"}"#, true),
+            (r#"{"v": 1}"#, false),
+        ],
+    );
+}
+
+#[test]
+fn a_one_of_at_the_root_of_parameters_ends_with_the_object() {
+    let schema = json!({"oneOf": [
+        {"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "string"}}, "required": ["a"]},
+        {"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "string"}}, "required": ["b"]}
+    ]});
+    check(
+        schema,
+        &[
+            (r#"{"a": 1}"#, true),
+            (r#"{"b": "x"}"#, true),
+            (r#"{"a": 1, "b": "x"}"#, false),
+            (r#"{}"#, false),
+        ],
+    );
+    let nothing = json!({"type": "object", "oneOf": [true, true]});
+    let error = CompiledTools::compile(&[tool("t", nothing)]).unwrap_err().to_string();
+    assert!(error.contains("exactly one alternative of a `oneOf`"), "{error}");
+}

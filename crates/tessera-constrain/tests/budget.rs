@@ -8,7 +8,8 @@
 use serde_json::{json, Value};
 use std::sync::Arc;
 use tessera_constrain::{
-    CallFormat, CallMode, CompiledTools, Envelope, ToolCallMatcher, ToolChoice, ToolDef, Vocabulary,
+    CallFormat, CallMode, CompiledTools, Envelope, SchemaOptions, ToolCallMatcher, ToolChoice, ToolDef, ValueSchema,
+    Vocabulary,
 };
 
 /// Every byte but 0xFF, common multi-byte pieces, and an end-of-turn token.
@@ -137,7 +138,11 @@ fn schema(rng: &mut Rng, depth: u32) -> Value {
             }
             s
         }
-        9 => json!({"anyOf": [schema(rng, depth - 1), schema(rng, depth - 1)]}),
+        9 => {
+            // Overlapping `oneOf`s run as exclusive threads; disjoint ones as unions.
+            let keyword = if rng.chance(50) { "anyOf" } else { "oneOf" };
+            json!({keyword: [schema(rng, depth - 1), schema(rng, depth - 1)]})
+        }
         _ => json!({"allOf": [{"type": "object", "properties": {"a": schema(rng, depth - 1)}}, {"required": ["a"]}]}),
     }
 }
@@ -179,16 +184,17 @@ fn required(name: &str) -> ToolChoice {
     }
 }
 
-/// One random walk under `budget` tokens; returns the tokens used.
+/// One random walk under `budget` tokens; returns the text its tokens wrote.
 fn walk(
     tools: &Arc<CompiledTools>,
     vocab: &Vocabulary,
     stop: u32,
     budget: usize,
     rng: &mut Rng,
-) -> Result<usize, String> {
+) -> Result<String, String> {
     let envelope = Envelope::new(CallFormat::Hermes);
     let mut matcher = ToolCallMatcher::new(tools.clone(), &required("t"), &envelope).map_err(|e| e.to_string())?;
+    let mut text = Vec::new();
     for used in 0..budget {
         let mask = matcher.compute_mask_within(vocab, budget - used);
         let allowed = mask.to_vec();
@@ -206,13 +212,16 @@ fn walk(
             true => stop,
             false => allowed[rng.below(allowed.len())],
         };
+        if token != stop {
+            text.extend_from_slice(vocab.token_bytes(token));
+        }
         matcher.accept_token(vocab, token).map_err(|e| e.to_string())?;
         if matcher.is_finished() {
-            return Ok(used + 1);
+            break;
         }
     }
     match matcher.is_accepting() {
-        true => Ok(budget),
+        true => Ok(String::from_utf8_lossy(&text).into_owned()),
         false => Err(format!("the budget of {budget} ended inside the call")),
     }
 }
@@ -281,4 +290,122 @@ fn the_plan_is_the_fewest_tokens_found_and_a_tight_budget_writes_it() {
     let value: Value = serde_json::from_str(arguments).unwrap();
     assert!(value["n"].as_i64().is_some_and(|n| n >= 100), "{text}");
     assert_eq!(value["due"].as_str().map(str::len), Some(10), "{text}");
+}
+
+/// A former failure: a required object whose shortest value needs a
+/// searched key (`minProperties` past its declared ones) had no completion
+/// from the enclosing object's keys, and the mask emptied under a budget.
+#[test]
+fn a_required_value_whose_keys_must_be_searched_still_completes() {
+    let (vocab, stop) = vocabulary();
+    let parameters = json!({"type": "object", "required": ["tags"], "properties": {
+        "tags": {"type": "object", "required": ["tags"], "maxProperties": 3,
+                 "patternProperties": {"^x-": {"type": "integer"}}, "propertyNames": {"maxLength": 18},
+                 "properties": {"tags": {"type": "object", "required": ["title"], "minProperties": 2,
+                                         "properties": {"title": {"enum": ["red", 7]}},
+                                         "additionalProperties": {"enum": ["red", 7, null]}}}}}});
+    let tool = ToolDef {
+        name: "t".into(),
+        description: String::new(),
+        parameters,
+    };
+    let tools = Arc::new(CompiledTools::compile(&[tool]).unwrap());
+    let envelope = Envelope::new(CallFormat::Hermes);
+    let mut matcher = ToolCallMatcher::new(tools.clone(), &required("t"), &envelope).unwrap();
+    let least = matcher.tokens_to_complete(&vocab).expect("a completion from the start");
+    for seed in 1..60u64 {
+        let mut rng = Rng(seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1);
+        for budget in [least, least + 1, least + 6, least + 30] {
+            if let Err(failure) = walk(&tools, &vocab, stop, budget, &mut rng) {
+                panic!("seed {seed}, budget {budget}: {failure}");
+            }
+        }
+    }
+}
+
+/// Alternatives that overlap (some value matches both).
+fn overlapping_alternatives() -> Vec<[Value; 2]> {
+    vec![
+        [json!({"type": "integer"}), json!({"type": "number", "minimum": 2})],
+        [
+            json!({"type": "string", "maxLength": 4}),
+            json!({"type": "string", "minLength": 2}),
+        ],
+        [
+            json!({"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "string"}}, "required": ["a"]}),
+            json!({"type": "object", "properties": {"b": {"type": "string"}}, "required": ["b"], "additionalProperties": true}),
+        ],
+        [json!({"type": "number"}), json!({})],
+        [
+            json!({"enum": ["red", 7, null]}),
+            json!({"type": ["string", "integer"]}),
+        ],
+        [
+            json!({"type": "array", "items": {"type": "integer"}}),
+            json!({"type": "array", "maxItems": 2}),
+        ],
+        [
+            json!({"type": "string", "pattern": "^[a-z]+$"}),
+            json!({"type": "string", "maxLength": 3}),
+        ],
+        [
+            json!({"type": "number", "multipleOf": 0.5}),
+            json!({"type": "integer", "maximum": 10}),
+        ],
+        [
+            json!({"oneOf": [{"type": "integer"}, {"type": "number", "minimum": 0}]}),
+            json!({"type": "number", "maximum": 5}),
+        ],
+    ]
+}
+
+/// The arguments of the one call in `text` (the Hermes envelope, from
+/// wherever the walk's tokens began), as written.
+fn call_arguments(text: &str) -> &str {
+    let key = "\"arguments\":";
+    let start = text.find(key).unwrap_or_else(|| panic!("no arguments in {text:?}")) + key.len();
+    let rest = text[start..].trim_start();
+    let mut values = serde_json::Deserializer::from_str(rest).into_iter::<Value>();
+    match values.next() {
+        Some(Ok(_)) => &rest[..values.byte_offset()],
+        _ => panic!("no arguments in {text:?}"),
+    }
+}
+
+#[test]
+fn overlapping_one_of_writes_values_exactly_one_alternative_accepts() {
+    let (vocab, stop) = vocabulary();
+    let mut rng = Rng(0x0e0f_1a2b_3c4d_5e6f);
+    for alternatives in overlapping_alternatives() {
+        let parameters = json!({"type": "object", "properties": {"v": {"oneOf": alternatives}}, "required": ["v"]});
+        let tool = ToolDef {
+            name: "t".into(),
+            description: String::new(),
+            parameters: parameters.clone(),
+        };
+        let tools = Arc::new(CompiledTools::compile(&[tool]).unwrap_or_else(|e| panic!("{parameters}: {e}")));
+        // Each alternative alone (its automaton is exact, by the suite) judges the arguments as written.
+        let judges: Vec<ValueSchema> = alternatives
+            .iter()
+            .map(|alternative| {
+                let alone = json!({"type": "object", "properties": {"v": alternative}, "required": ["v"]});
+                ValueSchema::compile("alt", &alone, SchemaOptions::GENERATION).unwrap()
+            })
+            .collect();
+        for budget in [20, 30, 60, 120] {
+            for _ in 0..8 {
+                let text = walk(&tools, &vocab, stop, budget, &mut rng)
+                    .unwrap_or_else(|failure| panic!("{parameters}, budget {budget}: {failure}"));
+                let arguments = call_arguments(&text);
+                let matching = judges
+                    .iter()
+                    .filter(|judge| judge.accepts(arguments.as_bytes()))
+                    .count();
+                assert_eq!(
+                    matching, 1,
+                    "{parameters}: `{arguments}` matches {matching} alternatives"
+                );
+            }
+        }
+    }
 }

@@ -6,6 +6,7 @@
 //! their own completions. Every byte goes through [`JsonMachine::step`], so a
 //! completion is always one the automaton accepts.
 
+use super::exclusive::Goal;
 use super::machine::JsonMachine;
 use super::number::NumStep;
 use super::shortest::{search_bytes, Shortest};
@@ -46,27 +47,25 @@ impl JsonMachine<'_> {
         let arena = self.arena;
         let mut written = Vec::new();
         match state.lex {
-            Lex::Many(set) => {
-                let threads = self.stacks.sets[set as usize].clone();
-                return threads
-                    .into_iter()
-                    .filter_map(|thread| self.completion(thread, shortest, memo))
-                    .min_by_key(Vec::len);
+            Lex::Many(_) => return self.complete_threads(state, shortest, memo),
+            // A single thread: its alternative's value stands.
+            Lex::Ended => {
+                let after = self.resolve_alone(state)?;
+                return self.completion(after, shortest, memo);
             }
             Lex::Value { node, .. } => {
                 if shortest.write_value(arena, node, &mut written).is_none() {
                     // A container whose shortest value needs searched keys: open it.
-                    return [b'{', b'['].into_iter().find_map(|open| {
-                        let inside = self.step(state, open)?;
-                        let mut rest = self.completion(inside, shortest, memo)?;
-                        rest.insert(0, open);
-                        Some(rest)
-                    });
+                    return self.open_and_complete(state, shortest, memo);
                 }
             }
             Lex::Colon => written.push(b':'),
             Lex::After | Lex::Key { .. } | Lex::ArrayFirst => {
-                self.write_rest_of_container(state, shortest, &mut written)?
+                self.write_rest_of_container(state, shortest, &mut written)?;
+                if written.is_empty() {
+                    // The first item is a container whose keys must be searched: open it.
+                    return self.open_and_complete(state, shortest, memo);
+                }
             }
             Lex::Str { .. } | Lex::Num { .. } | Lex::Lit { .. } | Lex::Word { .. } | Lex::KeyStr { .. } => {
                 return self.complete_lexeme(state, shortest, memo);
@@ -77,6 +76,54 @@ impl JsonMachine<'_> {
         let rest = self.completion(after, shortest, memo)?;
         written.extend(rest);
         Some(written)
+    }
+
+    /// Several threads: the shortest of their own completions. Where a
+    /// `oneOf` is contested, the first of them (shortest first) that exactly
+    /// one alternative accepts, else a way out of the contest searched
+    /// byte by byte, then its own completion.
+    fn complete_threads(
+        &mut self,
+        state: JsonState,
+        shortest: &Shortest,
+        memo: &mut CompletionMemo,
+    ) -> Option<Vec<u8>> {
+        let Lex::Many(set) = state.lex else {
+            return None;
+        };
+        let threads = self.stacks.sets[set as usize].clone();
+        let mut own: Vec<Vec<u8>> = threads
+            .into_iter()
+            .filter_map(|thread| self.completion(thread, shortest, memo))
+            .collect();
+        own.sort_by_key(Vec::len);
+        if !self.contested(state) {
+            return own.into_iter().next();
+        }
+        for bytes in own {
+            let end = bytes.iter().try_fold(state, |s, &byte| self.step(s, byte));
+            if end.is_some_and(|end| self.is_complete(end)) {
+                return Some(bytes);
+            }
+        }
+        let (mut bytes, out) = self.search(state, Goal::Uncontested)?;
+        bytes.extend(self.completion(out, shortest, memo)?);
+        Some(bytes)
+    }
+
+    /// A container opened here, then completed.
+    fn open_and_complete(
+        &mut self,
+        state: JsonState,
+        shortest: &Shortest,
+        memo: &mut CompletionMemo,
+    ) -> Option<Vec<u8>> {
+        [b'{', b'['].into_iter().find_map(|open| {
+            let inside = self.step(state, open)?;
+            let mut rest = self.completion(inside, shortest, memo)?;
+            rest.insert(0, open);
+            Some(rest)
+        })
     }
 
     /// The container on top of `state`'s stack, completed from between its entries.

@@ -3,31 +3,23 @@
 
 use super::number::{NumLex, NumStep};
 use super::text::{Bounds, TextAt, TextPattern, TextRules, TextStep};
-use super::{Frame, JsonState, Lex, StackId, Stacks, WORDS};
-use crate::literal::{LitNode, LiteralTrie};
-use crate::pattern::KeyEnd;
+use super::{Frame, JsonState, Lex, Shortest, StackId, Stacks, WORDS};
+use crate::literal::LitNode;
 use crate::schema::{ArrayShape, Node, NodeId, NumberShape, ObjectShape, SchemaArena, StringShape, MAX_DEPTH};
 
 /// `current` when the value being read belongs to an undeclared property:
 /// this bit, with the set of key patterns the key matched (0 without a key table).
-const UNDECLARED: u32 = 1 << 31;
+pub(super) const UNDECLARED: u32 = 1 << 31;
 
-/// Which keys may start next in an object.
-#[derive(Clone, Copy)]
-struct KeyChoices {
-    /// Declared properties (bits).
-    declared: u64,
-    /// Whether an undeclared property may come (objects without a key table).
-    additional: bool,
-    /// With a key table: the pattern sets an undeclared key may match (bits).
-    sets: u64,
-}
-
-/// Where a byte leads from one thread: nowhere, one thread, or several (a union's alternatives).
-enum Next {
+/// Where a byte leads from one thread: nowhere, one thread, several (a
+/// union's alternatives), or to the end of a `oneOf` alternative's value
+/// before this byte (the marker's stack), which [`JsonMachine::resolve`]
+/// settles with the other alternatives.
+pub(super) enum Next {
     None,
     One(JsonState),
     Many(Vec<JsonState>),
+    Pending(StackId),
 }
 
 impl Next {
@@ -35,11 +27,21 @@ impl Next {
         state.map_or(Next::None, Next::One)
     }
 
-    fn into_threads(self, out: &mut Vec<JsonState>) {
+    /// Nowhere, one thread or several.
+    pub(super) fn of(mut threads: Vec<JsonState>) -> Self {
+        match threads.len() {
+            0 => Next::None,
+            1 => Next::One(threads.remove(0)),
+            _ => Next::Many(threads),
+        }
+    }
+
+    pub(super) fn into_threads(self, out: &mut Vec<JsonState>, pending: &mut Vec<StackId>) {
         match self {
             Next::None => {}
             Next::One(state) => out.push(state),
             Next::Many(states) => out.extend(states),
+            Next::Pending(marker) => pending.push(marker),
         }
     }
 }
@@ -48,48 +50,78 @@ impl Next {
 pub(crate) struct JsonMachine<'a> {
     pub arena: &'a SchemaArena,
     pub stacks: &'a mut Stacks,
+    /// Shortest values, where known: a contested `oneOf` state is cleared by
+    /// its threads' own completions before any search.
+    pub shortest: Option<&'a Shortest>,
 }
 
 impl<'a> JsonMachine<'a> {
-    /// The state after `byte`, or `None` when no valid value continues that way.
+    /// The state after `byte`, or `None` when no valid value continues that
+    /// way (for an overlapping `oneOf`: when no completion is accepted by
+    /// exactly one alternative, see [`live`](Self::live)).
     pub fn step(&mut self, state: JsonState, byte: u8) -> Option<JsonState> {
+        let next = self.step_raw(state, byte)?;
+        // Only a set of threads can hold a contested `oneOf`.
+        match next.lex {
+            Lex::Many(_) => self.live(next).then_some(next),
+            _ => Some(next),
+        }
+    }
+
+    /// [`step`](Self::step) without the liveness check of contested `oneOf`s.
+    pub(super) fn step_raw(&mut self, state: JsonState, byte: u8) -> Option<JsonState> {
         let Lex::Many(set) = state.lex else {
             return match self.step_thread(state, byte) {
                 Next::None => None,
                 Next::One(next) => Some(next),
-                Next::Many(threads) => self.stacks.gather(dedup(threads)),
+                other => self.settle(vec![other], Some(byte)),
             };
         };
         if let Some(&next) = self.stacks.set_steps.get(&(set, byte)) {
             return next;
         }
-        let mut threads = Vec::new();
-        for thread in self.stacks.sets[set as usize].clone() {
-            self.step_thread(thread, byte).into_threads(&mut threads);
-        }
-        let next = self.stacks.gather(dedup(threads));
+        let threads = self.stacks.sets[set as usize].clone();
+        let steps = threads
+            .into_iter()
+            .map(|thread| self.step_thread(thread, byte))
+            .collect();
+        let next = self.settle(steps, Some(byte));
         self.stacks.set_steps.insert((set, byte), next);
         next
     }
 
+    /// One state from the threads' steps, `oneOf` ends resolved first.
+    fn settle(&mut self, steps: Vec<Next>, byte: Option<u8>) -> Option<JsonState> {
+        let (mut threads, mut pending) = (Vec::new(), Vec::new());
+        for next in steps {
+            next.into_threads(&mut threads, &mut pending);
+        }
+        self.resolve(pending, byte, &mut threads);
+        self.stacks.gather(dedup(threads))
+    }
+
     /// Whether the input may end after `state`: the top-level value is complete
-    /// (a top-level number or literal that could still go on counts as complete).
+    /// (a top-level number or literal that could still go on counts as
+    /// complete; a `oneOf` value when exactly one alternative accepts it).
     pub fn is_complete(&mut self, state: JsonState) -> bool {
-        if let Lex::Many(set) = state.lex {
-            return self.stacks.sets[set as usize]
-                .clone()
-                .into_iter()
-                .any(|t| self.is_complete(t));
+        let threads = match state.lex {
+            Lex::Many(set) => self.stacks.sets[set as usize].clone(),
+            _ => vec![state],
+        };
+        let (mut ends, mut pending) = (Vec::new(), Vec::new());
+        for thread in threads {
+            let end = match thread.lex {
+                Lex::Ended | Lex::Done => Some(thread),
+                _ => self.end_value(thread),
+            };
+            match end {
+                Some(JsonState { lex: Lex::Done, .. }) => return true,
+                Some(JsonState { lex: Lex::Ended, stack }) => pending.push(stack),
+                _ => {}
+            }
         }
-        if state.stack != 0 {
-            return false;
-        }
-        match state.lex {
-            Lex::Done => true,
-            Lex::Num { node, num } => num.complete(self.number_shape(node)),
-            Lex::Lit { trie, at } => self.arena.tries[trie as usize].terminal(at).is_some(),
-            _ => false,
-        }
+        self.resolve(pending, None, &mut ends);
+        ends.iter().any(JsonState::is_done)
     }
 
     /// Whether every token of whole UTF-8 characters without `"`, `\\` or
@@ -159,7 +191,7 @@ impl<'a> JsonMachine<'a> {
         }
     }
 
-    fn step_thread(&mut self, state: JsonState, byte: u8) -> Next {
+    pub(super) fn step_thread(&mut self, state: JsonState, byte: u8) -> Next {
         let JsonState { stack, lex } = state;
         let at = |lex| Next::One(JsonState { stack, lex });
         match lex {
@@ -169,12 +201,12 @@ impl<'a> JsonMachine<'a> {
                 }
                 self.start_value(stack, node, byte)
             }
-            Lex::Str { node, text } => match text.step(byte, &self.text_rules(node)) {
+            Lex::Str { node, text } => match text.step(byte, &self.text_rules_at(stack, node)) {
                 None => Next::None,
                 Some(TextStep::End) => Next::from(self.complete(stack)),
                 Some(TextStep::Inside(text)) => at(Lex::Str { node, text }),
             },
-            Lex::Lit { trie, at: node } => Next::from(self.literal_byte(stack, trie, node, byte)),
+            Lex::Lit { trie, at: node } => self.literal_byte(stack, trie, node, byte),
             Lex::Word { word, at: pos } => {
                 let spelled = WORDS[word as usize];
                 if spelled[pos as usize] != byte {
@@ -186,7 +218,7 @@ impl<'a> JsonMachine<'a> {
                     at(Lex::Word { word, at: pos + 1 })
                 }
             }
-            Lex::Num { node, num } => Next::from(self.number_byte(stack, node, num, byte)),
+            Lex::Num { node, num } => self.number_byte(stack, node, num, byte),
             Lex::Key { spaced, first } => Next::from(self.key_start(stack, spaced, first, byte)),
             Lex::KeyStr { at: node, text } => Next::from(self.key_byte(stack, node, text, byte)),
             Lex::Colon => Next::from(self.colon(stack, byte)),
@@ -202,11 +234,13 @@ impl<'a> JsonMachine<'a> {
                 }
             }
             Lex::After => Next::from(self.after_value(stack, byte)),
+            // The alternative's value ended before this byte.
+            Lex::Ended => Next::Pending(stack),
             Lex::Done | Lex::Many(_) => Next::None,
         }
     }
 
-    fn start_value(&mut self, stack: StackId, node: NodeId, byte: u8) -> Next {
+    pub(super) fn start_value(&mut self, stack: StackId, node: NodeId, byte: u8) -> Next {
         let at = |lex| Next::One(JsonState { stack, lex });
         match &self.arena.nodes[node as usize] {
             Node::Any => match byte {
@@ -239,18 +273,22 @@ impl<'a> JsonMachine<'a> {
                 }),
                 _ => Next::None,
             },
-            Node::Literals(trie) => Next::from(self.literal_byte(stack, *trie, 0, byte)),
+            Node::Literals(trie) => {
+                let trie = self.arena.literal_trie(*trie, self.strict(stack));
+                self.literal_byte(stack, trie, 0, byte)
+            }
             Node::Array(_) | Node::Object(_) => Next::from(self.open(stack, node, byte)),
             Node::Union(alternatives) => {
                 let mut threads = Vec::new();
                 for alt in alternatives.clone() {
-                    self.start_value(stack, alt, byte).into_threads(&mut threads);
+                    self.start_value(stack, alt, byte)
+                        .into_threads(&mut threads, &mut Vec::new());
                 }
-                match threads.len() {
-                    0 => Next::None,
-                    1 => Next::One(threads[0]),
-                    _ => Next::Many(threads),
-                }
+                Next::of(threads)
+            }
+            Node::OneOf(alternatives) => {
+                let alternatives = alternatives.clone();
+                self.start_alternatives(stack, node, &alternatives, byte)
             }
         }
     }
@@ -265,10 +303,9 @@ impl<'a> JsonMachine<'a> {
             },
             _ => return None,
         };
-        let depth = if stack == 0 {
-            1
-        } else {
-            self.stacks.top(stack).depth + 1
+        let (depth, strict) = match stack {
+            0 => (1, false),
+            _ => (self.stacks.top(stack).depth + 1, self.strict(stack)),
         };
         // The container must be able to close within the limit (recursive shapes).
         if depth - 1 + self.arena.need(node).max(1) > MAX_DEPTH {
@@ -280,6 +317,7 @@ impl<'a> JsonMachine<'a> {
             extra: 0,
             current: 0,
             depth,
+            strict,
         };
         Some(JsonState {
             stack: self.stacks.push(stack, frame),
@@ -295,203 +333,51 @@ impl<'a> JsonMachine<'a> {
     }
 
     fn number_start(&mut self, stack: StackId, node: NodeId, byte: u8) -> Option<JsonState> {
-        let num = NumLex::start(self.number_shape(node), byte)?;
+        let num = NumLex::start(self.number_shape(node), byte, self.strict(stack))?;
         Some(JsonState {
             stack,
             lex: Lex::Num { node, num },
         })
     }
 
-    fn number_byte(&mut self, stack: StackId, node: NodeId, num: NumLex, byte: u8) -> Option<JsonState> {
-        match num.step(self.number_shape(node), byte)? {
-            NumStep::Inside(num) => Some(JsonState {
+    fn number_byte(&mut self, stack: StackId, node: NodeId, num: NumLex, byte: u8) -> Next {
+        match num.step(self.number_shape(node), byte) {
+            None => Next::None,
+            Some(NumStep::Inside(num)) => Next::One(JsonState {
                 stack,
                 lex: Lex::Num { node, num },
             }),
             // The number ended before `byte`; `byte` belongs to what follows.
-            NumStep::Ended => {
-                let after = self.complete(stack)?;
-                self.step(after, byte)
-            }
+            Some(NumStep::Ended) => self.ended_before(stack, byte),
         }
     }
 
-    fn literal_byte(&mut self, stack: StackId, trie: u32, node: LitNode, byte: u8) -> Option<JsonState> {
+    /// The value on top of `stack` ended before `byte`: `byte` after it (a
+    /// `oneOf` alternative's end is settled with the others first).
+    fn ended_before(&mut self, stack: StackId, byte: u8) -> Next {
+        match self.complete(stack) {
+            None => Next::None,
+            Some(JsonState { lex: Lex::Ended, stack }) => Next::Pending(stack),
+            Some(after) => self.step_thread(after, byte),
+        }
+    }
+
+    fn literal_byte(&mut self, stack: StackId, trie: u32, node: LitNode, byte: u8) -> Next {
         let literals = &self.arena.tries[trie as usize];
         if let Some(next) = literals.step(node, byte) {
             if literals.terminal(next).is_some() && !literals.has_children(next) {
-                return self.complete(stack);
+                return Next::from(self.complete(stack));
             }
-            return Some(JsonState {
+            return Next::One(JsonState {
                 stack,
                 lex: Lex::Lit { trie, at: next },
             });
         }
         // A literal that is a prefix of another (`1` and `10`) ends here; `byte` follows it.
         if node != 0 && literals.terminal(node).is_some() {
-            let after = self.complete(stack)?;
-            return self.step(after, byte);
+            return self.ended_before(stack, byte);
         }
-        None
-    }
-
-    /// Which keys may start next in an object: declared ones and undeclared
-    /// ones. With `maxProperties`, once the properties still required fill
-    /// what is left, only they may come. Keys whose values could not close
-    /// within [`MAX_DEPTH`] here are left out.
-    fn key_choices(&self, shape: &ObjectShape, frame: Frame) -> KeyChoices {
-        let none = KeyChoices {
-            declared: 0,
-            additional: false,
-            sets: 0,
-        };
-        let count = frame.seen.count_ones() + frame.extra;
-        let missing = shape.required & !frame.seen;
-        if count >= shape.max_props {
-            return none;
-        }
-        if count + missing.count_ones() >= shape.max_props {
-            return KeyChoices {
-                declared: missing,
-                ..none
-            };
-        }
-        let fits = |node: NodeId| frame.depth + self.arena.need(node) <= MAX_DEPTH;
-        let too_deep = (0..shape.props.len())
-            .filter(|&i| !fits(shape.props[i]))
-            .fold(0u64, |bits, i| bits | 1 << i);
-        let sets = shape
-            .by_pattern
-            .iter()
-            .enumerate()
-            .filter(|&(_, &node)| !self.arena.is_never(node) && fits(node))
-            .fold(0u64, |bits, (i, _)| bits | 1 << i);
-        KeyChoices {
-            declared: !frame.seen & !shape.forbidden & !(too_deep & !missing),
-            additional: shape.key_table.is_none() && shape.additional.is_some_and(fits),
-            sets,
-        }
-    }
-
-    /// Whether the object may close: required properties present, enough of them.
-    fn may_close(shape: &ObjectShape, frame: Frame) -> bool {
-        shape.required & !frame.seen == 0 && frame.seen.count_ones() + frame.extra >= shape.min_props
-    }
-
-    fn key_possible(&self, shape: &ObjectShape, frame: Frame) -> bool {
-        let choices = self.key_choices(shape, frame);
-        match shape.key_table {
-            Some(table) => self.arena.key_tables[table as usize].live(0, choices.declared, choices.sets),
-            None => choices.additional || self.arena.tries[shape.keys as usize].below(0) & choices.declared != 0,
-        }
-    }
-
-    fn key_start(&mut self, stack: StackId, spaced: bool, first: bool, byte: u8) -> Option<JsonState> {
-        let frame = self.stacks.top(stack);
-        let shape = self.object(frame)?;
-        match byte {
-            b' ' if !spaced => Some(JsonState {
-                stack,
-                lex: Lex::Key { spaced: true, first },
-            }),
-            b'"' if self.key_possible(shape, frame) => Some(JsonState {
-                stack,
-                lex: Lex::KeyStr {
-                    at: shape.key_table.is_none().then_some(0),
-                    text: TextAt::START,
-                },
-            }),
-            b'}' if first && Self::may_close(shape, frame) => self.close(stack),
-            _ => None,
-        }
-    }
-
-    fn key_byte(&mut self, stack: StackId, node: Option<LitNode>, text: TextAt, byte: u8) -> Option<JsonState> {
-        let frame = self.stacks.top(stack);
-        let shape = self.object(frame)?;
-        let choices = self.key_choices(shape, frame);
-        if let Some(table) = shape.key_table {
-            return self.table_key_byte(stack, frame, table, choices, text, byte);
-        }
-        let keys: &LiteralTrie = &self.arena.tries[shape.keys as usize];
-        let rules = TextRules {
-            canonical: true,
-            ..TextRules::ANY
-        };
-        match text.step(byte, &rules)? {
-            TextStep::End => {
-                // The key ended: an allowed declared property, or an undeclared one if allowed.
-                let current = match node.and_then(|n| keys.terminal(n)) {
-                    Some(i) if choices.declared & (1 << i) != 0 => i,
-                    Some(_) => return None,
-                    None if choices.additional => UNDECLARED,
-                    None => return None,
-                };
-                let stack = self.stacks.replace(stack, Frame { current, ..frame });
-                Some(JsonState { stack, lex: Lex::Colon })
-            }
-            TextStep::Inside(text) => {
-                let next = node.and_then(|n| keys.step(n, byte));
-                let live = next.is_some_and(|n| keys.below(n) & choices.declared != 0);
-                if !choices.additional && !live {
-                    return None;
-                }
-                Some(JsonState {
-                    stack,
-                    lex: Lex::KeyStr { at: next, text },
-                })
-            }
-        }
-    }
-
-    /// A key byte in an object with a key table (`patternProperties`, `propertyNames`).
-    fn table_key_byte(
-        &mut self,
-        stack: StackId,
-        frame: Frame,
-        table: u32,
-        choices: KeyChoices,
-        text: TextAt,
-        byte: u8,
-    ) -> Option<JsonState> {
-        let keys = &self.arena.key_tables[table as usize];
-        let rules = TextRules {
-            canonical: true,
-            pattern: Some(TextPattern::Key {
-                keys,
-                declared: choices.declared,
-                sets: choices.sets,
-            }),
-            ..TextRules::ANY
-        };
-        match text.step(byte, &rules)? {
-            TextStep::End => {
-                let current = match keys.end(text.dfa)? {
-                    KeyEnd::Declared(i) => i,
-                    KeyEnd::Undeclared(set) => UNDECLARED | set as u32,
-                };
-                let stack = self.stacks.replace(stack, Frame { current, ..frame });
-                Some(JsonState { stack, lex: Lex::Colon })
-            }
-            TextStep::Inside(text) => Some(JsonState {
-                stack,
-                lex: Lex::KeyStr { at: None, text },
-            }),
-        }
-    }
-
-    fn colon(&mut self, stack: StackId, byte: u8) -> Option<JsonState> {
-        let frame = self.stacks.top(stack);
-        let shape = self.object(frame)?;
-        let node = match frame.current {
-            c if c & UNDECLARED == 0 => shape.props[c as usize],
-            c if shape.key_table.is_some() => shape.by_pattern[(c & !UNDECLARED) as usize],
-            _ => shape.additional?,
-        };
-        (byte == b':').then_some(JsonState {
-            stack,
-            lex: Lex::Value { node, spaced: false },
-        })
+        Next::None
     }
 
     fn after_value(&mut self, stack: StackId, byte: u8) -> Option<JsonState> {
@@ -527,7 +413,7 @@ impl<'a> JsonMachine<'a> {
     }
 
     /// The container on top of `stack` closed: it is a complete value of its parent.
-    fn close(&mut self, stack: StackId) -> Option<JsonState> {
+    pub(super) fn close(&mut self, stack: StackId) -> Option<JsonState> {
         let parent = self.stacks.parent(stack);
         self.complete(parent)
     }
@@ -538,6 +424,9 @@ impl<'a> JsonMachine<'a> {
             return Some(JsonState { stack, lex: Lex::Done });
         }
         let frame = self.stacks.top(stack);
+        if self.is_marker(frame) {
+            return Some(JsonState { stack, lex: Lex::Ended });
+        }
         let frame = match self.object(frame) {
             Some(_) if frame.current & UNDECLARED != 0 => Frame {
                 extra: frame.extra + 1,

@@ -1,7 +1,9 @@
 //! The byte-level JSON automaton for a schema arena. A thread is a lexer state
 //! (`Lex`, small and `Copy`) plus the stack of open containers, interned so a
 //! thread is two words; where alternatives of a union overlap, a state is a
-//! set of threads run in parallel (`Lex::Many`, interned too). Inside strings
+//! set of threads run in parallel (`Lex::Many`, interned too). An overlapping
+//! `oneOf` runs each alternative on top of a marker frame; where the value
+//! ends, its threads are resolved together ([`exclusive`]). Inside strings
 //! and numbers only the lexer state changes; containers are interned only on
 //! structural bytes.
 //!
@@ -12,6 +14,8 @@
 //! (never more: a model cannot loop on whitespace).
 
 mod complete;
+mod exclusive;
+mod keys;
 mod machine;
 mod number;
 mod shortest;
@@ -19,6 +23,7 @@ mod text;
 
 pub(crate) use complete::CompletionMemo;
 pub(crate) use machine::JsonMachine;
+pub(crate) use number::is_canonical;
 pub(crate) use shortest::Shortest;
 
 use crate::literal::LitNode;
@@ -38,9 +43,14 @@ pub(crate) struct Frame {
     seen: u64,
     /// Objects: undeclared properties so far.
     extra: u32,
-    /// Objects: the property whose value is being read.
+    /// Objects: the property whose value is being read. A `oneOf` marker: the alternative.
     current: u32,
+    /// Containers open (a marker has its parent's).
     depth: u32,
+    /// Inside an overlapping `oneOf`: numbers, strings and literals in their
+    /// one strict spelling, so every alternative judges the value, not how
+    /// it is written.
+    strict: bool,
 }
 
 /// Interned container stacks and thread sets.
@@ -52,6 +62,9 @@ pub(crate) struct Stacks {
     set_index: HashMap<Vec<JsonState>, u32>,
     /// Steps of thread sets already taken (mask walks revisit them).
     set_steps: HashMap<(u32, u8), Option<JsonState>>,
+    /// Thread sets with overlapping `oneOf` alternatives alive: whether some
+    /// completion is accepted by exactly one (see [`exclusive`]).
+    live: HashMap<JsonState, bool>,
 }
 
 impl Default for Stacks {
@@ -62,6 +75,7 @@ impl Default for Stacks {
             extra: 0,
             current: 0,
             depth: 0,
+            strict: false,
         };
         Self {
             entries: vec![(0, sentinel)],
@@ -69,6 +83,7 @@ impl Default for Stacks {
             sets: Vec::new(),
             set_index: HashMap::new(),
             set_steps: HashMap::new(),
+            live: HashMap::new(),
         }
     }
 }
@@ -180,6 +195,10 @@ pub(crate) enum Lex {
     After,
     /// The top-level value is complete.
     Done,
+    /// A `oneOf` alternative's value is complete (the stack's top is its
+    /// marker); whether the value stands is resolved with the other
+    /// alternatives' threads at the next byte or the end of the input.
+    Ended,
     /// Several threads at once (an interned set; the state's stack is unused).
     Many(u32),
 }
@@ -206,15 +225,22 @@ impl JsonState {
     }
 }
 
-/// Whether the automaton of `node` accepts `text` as one complete value.
-pub(crate) fn accepts(arena: &SchemaArena, node: NodeId, text: &[u8]) -> bool {
+/// Whether the automaton of `node` accepts `text` as one complete value, as
+/// generation walks it: with `shortest` (the arena's shortest values), every
+/// state is checked live on the way (see [`exclusive`]); without, the text
+/// alone decides (what compiling asks: which literals a shape takes).
+pub(crate) fn accepts(arena: &SchemaArena, shortest: Option<&Shortest>, node: NodeId, text: &[u8]) -> bool {
     let mut stacks = Stacks::default();
     let mut machine = JsonMachine {
         arena,
         stacks: &mut stacks,
+        shortest,
     };
     let end = text
         .iter()
-        .try_fold(JsonState::start(node), |state, &byte| machine.step(state, byte));
+        .try_fold(JsonState::start(node), |state, &byte| match shortest {
+            Some(_) => machine.step(state, byte),
+            None => machine.step_raw(state, byte),
+        });
     end.is_some_and(|state| machine.is_complete(state))
 }

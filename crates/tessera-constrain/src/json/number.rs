@@ -6,6 +6,12 @@
 //! 10^18). A number without bounds may use an exponent, within what an f64
 //! holds (magnitude below 10^308), with at most 20 integer and 24 fraction
 //! digits (serde_json writes an f64 in fewer), so a model cannot loop on digits.
+//!
+//! A *strict* number (inside a `oneOf` whose alternatives overlap, where
+//! every alternative must judge the value, not its spelling) has one spelling
+//! per value: no exponent, no trailing zero in a fraction (an integral value
+//! has no fraction), no `-0`, at most 18 integer and 18 fraction digits (so
+//! an integer fits an i64 and a fraction the scale); see [`is_canonical`].
 
 use super::NumAt;
 use crate::schema::{NumberShape, SCALE};
@@ -16,6 +22,8 @@ const MAX_INT_DIGITS: u16 = 19;
 const MAX_FRAC_DIGITS: u16 = 18;
 /// A free number's magnitude stays below 10^this.
 const MAX_DECIMAL_EXPONENT: u16 = 308;
+/// Most integer digits of a strict number (below i64's range).
+const MAX_STRICT_INT_DIGITS: u16 = 18;
 /// Most integer and fraction digits of a number without bounds.
 const MAX_FREE_INT_DIGITS: u16 = 20;
 const MAX_FREE_FRAC_DIGITS: u16 = 24;
@@ -32,6 +40,10 @@ pub(crate) struct NumLex {
     /// Bounded numbers: the integer part's value and the fraction digits' value.
     int: u64,
     frac: u64,
+    /// One spelling per value (see the module's notes).
+    strict: bool,
+    /// The last fraction digit was a zero (a strict number cannot end there).
+    trailing_zero: bool,
 }
 
 /// What one byte does to a number.
@@ -51,16 +63,16 @@ impl NumLex {
         exp: 0,
         int: 0,
         frac: 0,
+        strict: false,
+        trailing_zero: false,
     };
 
-    /// The number `byte` starts, if one of `shape` can.
-    pub fn start(shape: &NumberShape, byte: u8) -> Option<Self> {
+    /// The number `byte` starts, if one of `shape` can (`strict`: see the module's notes).
+    pub fn start(shape: &NumberShape, byte: u8, strict: bool) -> Option<Self> {
+        let empty = Self { strict, ..Self::EMPTY };
         let number = match byte {
-            b'-' => Self {
-                neg: true,
-                ..Self::EMPTY
-            },
-            b'0'..=b'9' => Self::EMPTY.digit(shape, byte)?,
+            b'-' => Self { neg: true, ..empty },
+            b'0'..=b'9' => empty.digit(shape, byte)?,
             _ => return None,
         };
         (!shape.is_bounded() || shape.feasible(number.reach().as_slice())).then_some(number)
@@ -68,7 +80,9 @@ impl NumLex {
 
     /// Whether the number may end here.
     pub fn complete(&self, shape: &NumberShape) -> bool {
+        let spelled = !self.strict || !(self.trailing_zero || self.neg && self.at == NumAt::Zero);
         matches!(self.at, NumAt::Zero | NumAt::Int | NumAt::Frac | NumAt::Exp)
+            && spelled
             && (!shape.is_bounded() || shape.feasible(&[self.point()]))
     }
 
@@ -77,7 +91,7 @@ impl NumLex {
             (NumAt::Minus | NumAt::Int, b'0'..=b'9') => self.digit(shape, byte),
             (NumAt::Zero | NumAt::Int, b'.') if !shape.integer => Some(Self { at: NumAt::Dot, ..self }),
             (NumAt::Dot | NumAt::Frac, b'0'..=b'9') => self.fraction_digit(shape, byte),
-            (NumAt::Zero | NumAt::Int | NumAt::Frac, b'e' | b'E') if !shape.is_bounded() => {
+            (NumAt::Zero | NumAt::Int | NumAt::Frac, b'e' | b'E') if !shape.is_bounded() && !self.strict => {
                 Some(Self { at: NumAt::E, ..self })
             }
             (NumAt::E, b'+' | b'-') => Some(Self {
@@ -96,10 +110,10 @@ impl NumLex {
     fn digit(self, shape: &NumberShape, byte: u8) -> Option<Self> {
         let d = (byte - b'0') as u64;
         let int_len = self.int_len + 1;
-        let most = if shape.is_bounded() {
-            MAX_INT_DIGITS
-        } else {
-            MAX_FREE_INT_DIGITS
+        let most = match (self.strict, shape.is_bounded()) {
+            (true, _) => MAX_STRICT_INT_DIGITS,
+            (false, true) => MAX_INT_DIGITS,
+            (false, false) => MAX_FREE_INT_DIGITS,
         };
         if int_len > most {
             return None;
@@ -118,17 +132,20 @@ impl NumLex {
 
     fn fraction_digit(self, shape: &NumberShape, byte: u8) -> Option<Self> {
         let frac_len = self.frac_len + 1;
-        let most = if shape.is_bounded() {
+        let most = if shape.is_bounded() || self.strict {
             MAX_FRAC_DIGITS
         } else {
             MAX_FREE_FRAC_DIGITS
         };
-        if frac_len > most {
+        let trailing_zero = byte == b'0';
+        // A strict fraction's last digit is not a zero: none may come last.
+        if frac_len > most || self.strict && trailing_zero && frac_len == most {
             return None;
         }
         Some(Self {
             at: NumAt::Frac,
             frac_len,
+            trailing_zero,
             frac: self.frac.saturating_mul(10).saturating_add((byte - b'0') as u64),
             ..self
         })
@@ -166,25 +183,48 @@ impl NumLex {
     /// The scaled intervals its completions can reach (no allocation: this runs per digit in mask walks).
     fn reach(&self) -> Reach {
         let int = self.int as i128;
+        let most = if self.strict {
+            MAX_STRICT_INT_DIGITS
+        } else {
+            MAX_INT_DIGITS
+        };
+        // Strict: a number cannot stop at `-0`, after a `.` or on a fraction's zero.
+        let past = i128::from(self.strict);
         let mut reach = Reach::default();
         match self.at {
-            NumAt::Minus => reach.push((-(10i128.pow(MAX_INT_DIGITS as u32) * SCALE - 1), 0)),
-            NumAt::Zero => reach.push(self.signed(0, SCALE - 1)),
+            NumAt::Minus => reach.push((-(10i128.pow(most as u32) * SCALE - 1), -past)),
+            NumAt::Zero => reach.push(self.signed(past * i128::from(self.neg), SCALE - 1)),
             NumAt::Int => {
-                for j in 0..=(MAX_INT_DIGITS - self.int_len) as u32 {
+                for j in 0..=(most - self.int_len) as u32 {
                     let base = int * 10i128.pow(j);
                     reach.push(self.signed(base * SCALE, (base + 10i128.pow(j)) * SCALE - 1));
                 }
             }
-            NumAt::Dot => reach.push(self.signed(int * SCALE, (int + 1) * SCALE - 1)),
+            NumAt::Dot => reach.push(self.signed(int * SCALE + past, (int + 1) * SCALE - 1)),
             _ => {
                 let magnitude = self.point().0.abs();
                 let unit = 10i128.pow((MAX_FRAC_DIGITS - self.frac_len) as u32);
-                reach.push(self.signed(magnitude, magnitude + unit - 1));
+                let low = magnitude + past * i128::from(self.trailing_zero);
+                reach.push(self.signed(low, magnitude + unit - 1));
             }
         }
         reach
     }
+}
+
+/// Whether `text` is a number in the one spelling strict numbers have (see the module's notes).
+pub(crate) fn is_canonical(text: &[u8]) -> bool {
+    let Ok(text) = std::str::from_utf8(text) else {
+        return false;
+    };
+    let digits = text.strip_prefix('-').unwrap_or(text);
+    let (int, frac) = digits.split_once('.').unwrap_or((digits, ""));
+    let fraction_ok = !digits.ends_with('.') && !frac.ends_with('0') && frac.len() <= MAX_FRAC_DIGITS as usize;
+    let int_ok =
+        !int.is_empty() && int.len() <= MAX_STRICT_INT_DIGITS as usize && (int == "0" || !int.starts_with('0'));
+    let all_digits = int.bytes().chain(frac.bytes()).all(|b| b.is_ascii_digit());
+    let negative_zero = text.starts_with('-') && int == "0" && frac.is_empty();
+    all_digits && int_ok && fraction_ok && !negative_zero
 }
 
 /// Up to one interval per integer digit still possible.
@@ -212,8 +252,13 @@ mod tests {
 
     /// Whether `text` (then a `,`) is a complete number of `shape`.
     fn reads(shape: &NumberShape, text: &str) -> bool {
+        reads_as(shape, text, false)
+    }
+
+    /// [`reads`], strict or not.
+    fn reads_as(shape: &NumberShape, text: &str, strict: bool) -> bool {
         let mut bytes = text.bytes();
-        let Some(mut num) = bytes.next().and_then(|b| NumLex::start(shape, b)) else {
+        let Some(mut num) = bytes.next().and_then(|b| NumLex::start(shape, b, strict)) else {
             return false;
         };
         for byte in bytes {
@@ -270,5 +315,29 @@ mod tests {
         assert!(reads(&free, "1.5e+300") && reads(&free, "-0.000123") && reads(&free, "1E-7"));
         assert!(!reads(&free, "1e309"), "not an f64");
         assert!(!reads(&free, &format!("0.{}", "3".repeat(25))), "a fraction loop ends");
+    }
+
+    #[test]
+    fn strict_numbers_have_one_spelling_and_no_dead_ends() {
+        let strict = |shape: &NumberShape, text: &str| reads_as(shape, text, true);
+        let free = NumberShape::ANY;
+        for text in ["0", "-1", "2.5", "0.125", "-0.5", "123456789012345678"] {
+            assert!(strict(&free, text) && is_canonical(text.as_bytes()), "{text}");
+        }
+        for text in ["2.0", "2.50", "-0", "1e3", "1234567890123456789", "0.0"] {
+            assert!(!strict(&free, text) && !is_canonical(text.as_bytes()), "{text}");
+        }
+        // Bounds [1, 1]: after `1.` no digit can lead anywhere (1.0 is spelled `1`).
+        let one = bounded(false, Some(1.0), Some(1.0), 0.0);
+        assert!(strict(&one, "1"));
+        let dot = NumLex::start(&one, b'1', true).and_then(|n| n.step(&one, b'.'));
+        assert!(dot.is_none(), "`1.` would be a dead end");
+        // Bounds [0, 5]: a `-` could only lead to `-0`.
+        let low = bounded(false, Some(0.0), Some(5.0), 0.0);
+        assert!(NumLex::start(&low, b'-', true).is_none());
+        assert!(
+            NumLex::start(&low, b'-', false).is_some(),
+            "`-0` is 0 outside a `oneOf`"
+        );
     }
 }

@@ -47,7 +47,47 @@ impl Shortest {
                 break;
             }
         }
-        Self { len, primitive }
+        let mut shortest = Self { len, primitive };
+        for (id, node) in arena.nodes.iter().enumerate() {
+            if let Node::OneOf(alternatives) = node {
+                let value = shortest.one_of_value(arena, id as NodeId, alternatives);
+                shortest.len[id] = value.as_ref().map(|v| v.len() as u32);
+                shortest.primitive[id] = value;
+            }
+        }
+        shortest
+    }
+
+    /// A value of an overlapping `oneOf` that exactly one alternative
+    /// accepts: the shortest of the alternatives' own (one per type an
+    /// alternative admits) that does, else one searched byte by byte (not
+    /// always the shortest).
+    fn one_of_value(&self, arena: &SchemaArena, node: NodeId, alternatives: &[NodeId]) -> Option<Vec<u8>> {
+        let parts = alternatives
+            .iter()
+            .flat_map(|&alternative| match &arena.nodes[alternative as usize] {
+                Node::Union(parts) => parts.clone(),
+                _ => vec![alternative],
+            });
+        let mut own: Vec<Vec<u8>> = parts
+            .filter_map(|alternative| {
+                let mut bytes = Vec::new();
+                self.write_value(arena, alternative, &mut bytes).map(|()| bytes)
+            })
+            .collect();
+        own.sort_by_key(Vec::len);
+        if let Some(value) = own.into_iter().find(|bytes| super::accepts(arena, None, node, bytes)) {
+            return Some(value);
+        }
+        let mut stacks = super::Stacks::default();
+        let mut machine = super::JsonMachine {
+            arena,
+            stacks: &mut stacks,
+            shortest: None,
+        };
+        machine
+            .search(super::JsonState::start(node), super::exclusive::Goal::Complete)
+            .map(|(bytes, _)| bytes)
     }
 
     /// Bytes of a shortest value of `node`.
@@ -73,7 +113,9 @@ impl Shortest {
             }
             Node::Array(shape) => {
                 out.push(b'[');
-                self.write_items(arena, shape, 0, out)
+                self.write_items(arena, shape, 0, out)?;
+                // A whole value, not one left open for an item to be searched.
+                (out.last() == Some(&b']')).then_some(())
             }
             Node::Object(shape) => {
                 out.push(b'{');
@@ -85,21 +127,38 @@ impl Shortest {
         }
     }
 
-    /// The items from `seen` up to the array's minimum, then `]` (`,` before each but the first).
+    /// The items from `seen` up to the array's minimum, then `]` (`,` before
+    /// each but the first). An item with no value written here (a container
+    /// whose keys must be searched) is left open, for the completion's search.
     pub fn write_items(&self, arena: &SchemaArena, shape: &ArrayShape, seen: u64, out: &mut Vec<u8>) -> Option<()> {
         for i in seen..shape.min {
             if i > 0 {
                 out.push(b',');
             }
-            self.write_value(arena, shape.item(i)?, out)?;
+            if !self.write_whole(arena, shape.item(i)?, out) {
+                return Some(());
+            }
         }
         out.push(b']');
         Some(())
     }
 
+    /// Write a shortest value of `node`; `false`, with nothing written, when
+    /// none can be written here.
+    fn write_whole(&self, arena: &SchemaArena, node: NodeId, out: &mut Vec<u8>) -> bool {
+        let mark = out.len();
+        let written = self.write_value(arena, node, out).is_some();
+        if !written {
+            out.truncate(mark);
+        }
+        written
+    }
+
     /// The properties an object still needs, then `}`: the required ones
     /// missing from `seen`, then the cheapest others up to `minProperties`.
     /// `comma`: entries are already written, so each new one takes a `,`.
+    /// Left open after a key whose value cannot be written here, or at an
+    /// undeclared key's opening quote, for the completion's search.
     pub fn write_entries(
         &self,
         arena: &SchemaArena,
@@ -111,18 +170,21 @@ impl Shortest {
     ) -> Option<()> {
         let mut count = seen.count_ones() + extra;
         let mut first = !comma;
-        let mut entry = |i: usize, out: &mut Vec<u8>| -> Option<()> {
+        // Whether the entry's value was written (else the output stops after its colon).
+        let mut entry = |i: usize, out: &mut Vec<u8>| -> bool {
             if !std::mem::take(&mut first) {
                 out.push(b',');
             }
             out.push(b'"');
             out.extend_from_slice(escape_key(&shape.names[i]).as_bytes());
             out.extend_from_slice(b"\":");
-            self.write_value(arena, shape.props[i], out)
+            self.write_whole(arena, shape.props[i], out)
         };
         let missing = shape.required & !seen;
         for i in (0..shape.props.len()).filter(|i| missing >> i & 1 != 0) {
-            entry(i, out)?;
+            if !entry(i, out) {
+                return Some(());
+            }
             count += 1;
         }
         let mut optional: Vec<usize> = (0..shape.props.len())
@@ -140,7 +202,9 @@ impl Shortest {
                 out.push(b'"');
                 return Some(());
             };
-            entry(i, out)?;
+            if !entry(i, out) {
+                return Some(());
+            }
             count += 1;
         }
         out.push(b'}');
@@ -181,7 +245,8 @@ fn primitive(arena: &SchemaArena, node: &Node) -> Option<Vec<u8>> {
 fn container_len(node: &Node, len: &[Option<u32>]) -> Option<u32> {
     let of = |n: NodeId| len[n as usize];
     match node {
-        Node::Union(alternatives) => alternatives.iter().filter_map(|&a| of(a)).min(),
+        // A `oneOf`'s estimate until its value is found (see `Shortest::new`).
+        Node::Union(alternatives) | Node::OneOf(alternatives) => alternatives.iter().filter_map(|&a| of(a)).min(),
         Node::Array(shape) => {
             (0..shape.min).try_fold(2u32, |total, i| Some(total + of(shape.item(i)?)? + u32::from(i > 0)))
         }
@@ -235,7 +300,7 @@ pub(super) fn shortest_text(at: TextAt, rules: &TextRules<'_>) -> Option<Vec<u8>
 fn shortest_number(shape: &NumberShape) -> Option<Vec<u8>> {
     let mut best: Option<Vec<u8>> = None;
     for first in search_bytes() {
-        let Some(start) = NumLex::start(shape, first) else {
+        let Some(start) = NumLex::start(shape, first, false) else {
             continue;
         };
         let rest = if start.complete(shape) {

@@ -3,8 +3,8 @@
 //! `patternProperties`, `propertyNames` ([`super::keys`]), `minProperties`,
 //! `maxProperties`, `items`, `prefixItems`, `minItems`, `maxItems`,
 //! `minLength`, `maxLength`, `pattern`, `format` ([`super::strings`]),
-//! numeric bounds ([`super::numbers`]), `anyOf`, `allOf`, `oneOf` whose
-//! alternatives can be shown disjoint ([`super::merge`]), boolean schemas,
+//! numeric bounds ([`super::numbers`]), `anyOf`, `allOf`, `oneOf` (disjoint
+//! alternatives as a union, others run as [`super::Node::OneOf`]), boolean schemas,
 //! and local `$ref`s (`#`, JSON pointers, `$anchor`s) with `$defs` /
 //! `definitions`. Annotations are ignored. Anything else is refused with its
 //! path, or under [`SchemaOptions::lenient`] ignored with a warning.
@@ -42,7 +42,7 @@ const STANDARD_METASCHEMAS: &[&str] = &[
     "http://json-schema.org/draft-04/schema",
 ];
 
-/// Keywords this compiler enforces (`oneOf` only when its alternatives are disjoint).
+/// Keywords this compiler enforces.
 const ENFORCED: &[&str] = &[
     "type",
     "enum",
@@ -302,27 +302,14 @@ impl<'a> Compiler<'a> {
         Ok(self.arena.union(nodes))
     }
 
-    /// `oneOf`: exactly `anyOf` when no value can match two alternatives; else refused.
+    /// `oneOf`: `anyOf` when no value can match two alternatives, else a
+    /// [`Node::OneOf`] (exactly one must accept where the value ends).
     fn one_of(&mut self, list: &Value, at: &At<'_>) -> Result<NodeId, ConstrainError> {
         let mut nodes = Vec::new();
         for (i, schema) in schema_list(list, at)?.iter().enumerate() {
             nodes.push(self.compile(schema, &at.child(&i.to_string()))?);
         }
-        let live: Vec<NodeId> = nodes.iter().copied().filter(|&n| !self.arena.is_never(n)).collect();
-        for (i, &a) in live.iter().enumerate() {
-            for &b in &live[i + 1..] {
-                if !self.merger.disjoint(self.arena, a, b) {
-                    self.unsupported(
-                        at,
-                        "oneOf",
-                        "some value may match two alternatives, and exclusivity is only enforced between \
-                         alternatives of different types, literals or required discriminators",
-                    )?;
-                    return Ok(self.arena.union(nodes));
-                }
-            }
-        }
-        Ok(self.arena.union(nodes))
+        Ok(self.merger.exclusive(self.arena, nodes))
     }
 
     fn type_set(&self, map: &Map<String, Value>, at: &At<'_>) -> Result<u8, ConstrainError> {

@@ -121,7 +121,7 @@ impl Compiler<'_> {
                     Dfa::from_regex(&format!("(?:{})", alternatives.join("|"))).map_err(|why| at.error(why.0))?;
                 Ok(Some(Arc::new(table)))
             }
-            Node::Union(_) | Node::Pending => {
+            Node::Union(_) | Node::OneOf(_) | Node::Pending => {
                 self.unsupported(&at, "propertyNames", "a name schema with alternatives")?;
                 Ok(None)
             }
@@ -146,7 +146,7 @@ impl Compiler<'_> {
             .filter(|&n| {
                 matches!(
                     self.arena.nodes[n as usize],
-                    Node::Any | Node::String(_) | Node::Literals(_) | Node::Union(_)
+                    Node::Any | Node::String(_) | Node::Literals(_) | Node::Union(_) | Node::OneOf(_)
                 )
             })
             .collect();

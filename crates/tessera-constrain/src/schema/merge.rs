@@ -1,6 +1,6 @@
 //! Intersections of shapes (`allOf`, `$ref` beside other keywords, `enum`
 //! under other keywords) and the disjointness test that lets `oneOf` run as
-//! `anyOf`. Both work on compiled nodes, so they see through `$ref`s; a
+//! `anyOf` (overlapping ones become [`super::Node::OneOf`]). Both work on compiled nodes, so they see through `$ref`s; a
 //! recursive reference still being compiled cannot be merged and is refused.
 
 use super::compile::{types, At};
@@ -73,6 +73,15 @@ impl Merger {
                 arena.union(parts)
             }
             (_, Node::Union(_)) => self.intersect_fresh(arena, b, a, at)?,
+            // A value of `b` matches alternative `x` exactly when it matches `x ∧ b`.
+            (Node::OneOf(xs), _) => {
+                let parts = xs
+                    .iter()
+                    .map(|&x| self.intersect(arena, x, b, at))
+                    .collect::<Result<Vec<_>, _>>()?;
+                self.exclusive(arena, parts)
+            }
+            (_, Node::OneOf(_)) => self.intersect_fresh(arena, b, a, at)?,
             (Node::Literals(trie), _) => self.filter_literals(arena, trie, b, at)?,
             (_, Node::Literals(trie)) => self.filter_literals(arena, trie, a, at)?,
             (Node::Null, Node::Null) | (Node::Boolean, Node::Boolean) => a,
@@ -128,7 +137,7 @@ impl Merger {
         let kept: Vec<String> = arena.tries[trie as usize]
             .strings()
             .iter()
-            .filter(|text| crate::json::accepts(arena, node, text))
+            .filter(|text| crate::json::accepts(arena, None, node, text))
             .map(|text| String::from_utf8_lossy(text).into_owned())
             .collect();
         Ok(arena.literals(&kept))
@@ -209,13 +218,28 @@ impl Merger {
     }
 
     /// Whether no value can match both `a` and `b` (false when unsure).
+    /// `oneOf` over compiled `alternatives`: a union when no value can match
+    /// two of them, else a [`Node::OneOf`].
+    pub fn exclusive(&mut self, arena: &mut SchemaArena, alternatives: Vec<NodeId>) -> NodeId {
+        let live: Vec<NodeId> = alternatives.iter().copied().filter(|&n| !arena.is_never(n)).collect();
+        let disjoint = live
+            .iter()
+            .enumerate()
+            .all(|(i, &a)| live[i + 1..].iter().all(|&b| a != b && self.disjoint(arena, a, b)));
+        match disjoint {
+            true => arena.union(live),
+            false => arena.one_of(live),
+        }
+    }
+
     pub fn disjoint(&mut self, arena: &SchemaArena, a: NodeId, b: NodeId) -> bool {
         if type_bits(arena, a) & type_bits(arena, b) == 0 {
             return true;
         }
         match (&arena.nodes[a as usize], &arena.nodes[b as usize]) {
-            (Node::Union(xs), _) => xs.iter().all(|&x| self.disjoint(arena, x, b)),
-            (_, Node::Union(ys)) => ys.iter().all(|&y| self.disjoint(arena, a, y)),
+            // A `oneOf`'s values are among its alternatives' (a union's).
+            (Node::Union(xs) | Node::OneOf(xs), _) => xs.iter().all(|&x| self.disjoint(arena, x, b)),
+            (_, Node::Union(ys) | Node::OneOf(ys)) => ys.iter().all(|&y| self.disjoint(arena, a, y)),
             (Node::Literals(trie), _) => literals_outside(arena, *trie, b),
             (_, Node::Literals(trie)) => literals_outside(arena, *trie, a),
             (Node::Object(s), Node::Object(t)) => s.names.iter().enumerate().any(|(i, name)| {
@@ -243,7 +267,7 @@ fn literals_outside(arena: &SchemaArena, trie: u32, node: NodeId) -> bool {
         && arena.tries[trie as usize]
             .strings()
             .iter()
-            .all(|text| !crate::json::accepts(arena, node, text))
+            .all(|text| !crate::json::accepts(arena, None, node, text))
 }
 
 /// The JSON types a node's values can have.
@@ -257,7 +281,9 @@ fn type_bits(arena: &SchemaArena, node: NodeId) -> u8 {
         Node::String(_) => types::STRING,
         Node::Array(_) => types::ARRAY,
         Node::Object(_) => types::OBJECT,
-        Node::Union(alternatives) => alternatives.iter().fold(0, |bits, &alt| bits | type_bits(arena, alt)),
+        Node::Union(alternatives) | Node::OneOf(alternatives) => {
+            alternatives.iter().fold(0, |bits, &alt| bits | type_bits(arena, alt))
+        }
         Node::Literals(trie) => arena.tries[*trie as usize]
             .strings()
             .iter()
@@ -284,7 +310,7 @@ fn reaches_pending(arena: &SchemaArena, node: NodeId) -> bool {
         }
         match &arena.nodes[n as usize] {
             Node::Pending => return true,
-            Node::Union(alternatives) => todo.extend(alternatives),
+            Node::Union(alternatives) | Node::OneOf(alternatives) => todo.extend(alternatives),
             Node::Array(shape) => todo.extend(shape.prefix.iter().chain(&shape.items)),
             Node::Object(shape) => todo.extend(shape.props.iter().chain(&shape.additional)),
             _ => {}

@@ -5,7 +5,9 @@
 //! so a schema compiles to a union of one shape per type it admits. `allOf`
 //! and `$ref` beside other keywords are merged into one shape ([`merge`]);
 //! `anyOf` becomes a [`Node::Union`] whose alternatives the automaton runs in
-//! parallel; `enum`/`const` become literal sets (scalars) and exact shapes
+//! parallel; `oneOf` the same when its alternatives are disjoint, else a
+//! [`Node::OneOf`] (parallel too, exactly one must accept where the value
+//! ends); `enum`/`const` become literal sets (scalars) and exact shapes
 //! (objects in any key order, arrays), kept only where the rest of the schema
 //! accepts them. Local `$ref`s (JSON pointers, `$anchor`s) compile once, so
 //! recursive schemas are cycles in the arena.
@@ -17,6 +19,7 @@
 //! never be filled (a `false` property is a forbidden key).
 
 mod compile;
+mod depth;
 mod keys;
 mod merge;
 mod numbers;
@@ -24,11 +27,13 @@ mod refs;
 mod strings;
 mod values;
 
+use crate::json::is_canonical;
 use crate::literal::LiteralTrie;
 use crate::pattern::{Dfa, KeyDfa, PatternUse};
 use crate::ConstrainError;
 use compile::Compiler;
 use serde_json::Value;
+use std::collections::HashMap;
 use std::sync::Arc;
 
 /// Index of a node in the arena.
@@ -63,6 +68,12 @@ pub(crate) enum Node {
     Object(ObjectShape),
     /// Alternatives run in parallel; a value is accepted when any accepts it.
     Union(Vec<NodeId>),
+    /// `oneOf` whose alternatives may overlap: run in parallel like a union,
+    /// each under its own marker, and a value is accepted when exactly one
+    /// alternative accepts it (decided where the value ends; see
+    /// `json::exclusive`). Repeats are kept: two equal alternatives exclude
+    /// each other.
+    OneOf(Vec<NodeId>),
     /// A `$ref` target still being compiled (replaced when it is done).
     Pending,
 }
@@ -261,6 +272,10 @@ impl Default for SchemaOptions {
 pub(crate) struct SchemaArena {
     pub nodes: Vec<Node>,
     pub tries: Vec<LiteralTrie>,
+    /// Per literal trie whose numbers are not all in the strict spelling
+    /// (`json::number::is_canonical`): the trie of its strictly spelled
+    /// literals, read inside an overlapping `oneOf`.
+    pub strict_tries: HashMap<u32, u32>,
     /// Patterns of string shapes, each with the length bounds of its shape.
     pub patterns: Vec<PatternUse>,
     /// Key tables of objects with `patternProperties` or `propertyNames`.
@@ -274,6 +289,9 @@ pub(crate) struct SchemaArena {
     /// filled by [`SchemaArena::finish`]. The automaton opens a container or
     /// starts a key only where the value can still close within [`MAX_DEPTH`].
     pub depth_need: Vec<u32>,
+    /// Overlapping `oneOf`s with no value found: never entered (their depth
+    /// need stays "never ends").
+    pub valueless: Vec<NodeId>,
     /// Keywords ignored (lenient only), one line per (tool, path).
     pub warnings: Vec<String>,
     options: SchemaOptions,
@@ -284,6 +302,7 @@ impl SchemaArena {
         let mut arena = Self {
             nodes: vec![Node::Any, Node::Never],
             tries: vec![LiteralTrie::new::<&[u8]>(&[])],
+            strict_tries: HashMap::new(),
             patterns: Vec::new(),
             key_tables: Vec::new(),
             any: 0,
@@ -292,6 +311,7 @@ impl SchemaArena {
             any_array: 0,
             any_number: 0,
             depth_need: Vec::new(),
+            valueless: Vec::new(),
             warnings: Vec::new(),
             options,
         };
@@ -338,51 +358,6 @@ impl SchemaArena {
         Compiler::new(self, name, schema).compile_root()
     }
 
-    /// Once every schema is compiled: [`finish`](Self::finish) the depth
-    /// figures, then refuse a root no value of which closes within
-    /// [`MAX_DEPTH`] (a recursion with no way out). `roots`: (tool, root).
-    pub fn finish_and_check<'t>(
-        &mut self,
-        roots: impl IntoIterator<Item = (&'t str, NodeId)>,
-    ) -> Result<(), ConstrainError> {
-        self.finish();
-        for (tool, root) in roots {
-            if self.need(root) > MAX_DEPTH {
-                return Err(ConstrainError::InvalidSchema {
-                    tool: tool.to_string(),
-                    path: "/".into(),
-                    message: format!("every value nests containers more than {MAX_DEPTH} deep, or never ends (a recursive `$ref` with no way out)"),
-                });
-            }
-        }
-        Ok(())
-    }
-
-    /// Compute [`depth_need`](Self::depth_need) for every node (a fixpoint:
-    /// recursive shapes converge from "never ends" down).
-    pub fn finish(&mut self) {
-        let mut need = vec![u32::MAX; self.nodes.len()];
-        loop {
-            let mut changed = false;
-            for (i, node) in self.nodes.iter().enumerate() {
-                let value = node_need(node, &need);
-                if value < need[i] {
-                    need[i] = value;
-                    changed = true;
-                }
-            }
-            if !changed {
-                break;
-            }
-        }
-        self.depth_need = need;
-    }
-
-    /// Containers a shortest value of `node` nests (0 before [`finish`](Self::finish)).
-    pub fn need(&self, node: NodeId) -> u32 {
-        self.depth_need.get(node as usize).copied().unwrap_or(0)
-    }
-
     pub fn options(&self) -> SchemaOptions {
         self.options
     }
@@ -416,6 +391,17 @@ impl SchemaArena {
             [] => self.never,
             [single] => *single,
             _ => self.push(Node::Union(kept)),
+        }
+    }
+
+    /// A `oneOf` of `alternatives` that may overlap (see [`Node::OneOf`]):
+    /// `Never` ones dropped, one left stands alone.
+    pub(crate) fn one_of(&mut self, alternatives: Vec<NodeId>) -> NodeId {
+        let kept: Vec<NodeId> = alternatives.into_iter().filter(|&n| !self.is_never(n)).collect();
+        match kept.as_slice() {
+            [] => self.never,
+            [single] => *single,
+            _ => self.push(Node::OneOf(kept)),
         }
     }
 
@@ -547,35 +533,27 @@ impl SchemaArena {
             return self.never;
         }
         self.tries.push(LiteralTrie::new(serialized));
-        self.push(Node::Literals((self.tries.len() - 1) as u32))
-    }
-}
-
-/// One step of the depth fixpoint for `node`, given the current figures.
-fn node_need(node: &Node, need: &[u32]) -> u32 {
-    let of = |n: &NodeId| need[*n as usize];
-    match node {
-        Node::Any | Node::Null | Node::Boolean | Node::Number(_) | Node::String(_) | Node::Literals(_) => 0,
-        Node::Never | Node::Pending => u32::MAX,
-        Node::Union(alternatives) => alternatives.iter().map(of).min().unwrap_or(u32::MAX),
-        Node::Array(shape) => {
-            let items =
-                (0..shape.min.min(shape.prefix.len() as u64 + 1)).map(|i| shape.item(i).map_or(u32::MAX, |n| of(&n)));
-            items.max().unwrap_or(0).saturating_add(1)
+        let trie = (self.tries.len() - 1) as u32;
+        let strict: Vec<&String> = serialized
+            .iter()
+            .filter(|text| {
+                !text.starts_with(['-', '0', '1', '2', '3', '4', '5', '6', '7', '8', '9'])
+                    || is_canonical(text.as_bytes())
+            })
+            .collect();
+        if strict.len() < serialized.len() {
+            self.tries.push(LiteralTrie::new(&strict));
+            self.strict_tries.insert(trie, (self.tries.len() - 1) as u32);
         }
-        Node::Object(shape) => {
-            let required = (0..shape.props.len()).filter(|i| shape.required & (1 << i) != 0);
-            let deepest = required.map(|i| of(&shape.props[i])).max().unwrap_or(0);
-            // Keys beyond the required ones (minProperties): the shallowest other kind.
-            let extra = shape.min_props > shape.required.count_ones();
-            let other = (0..shape.props.len())
-                .filter(|i| shape.required & (1 << i) == 0 && shape.forbidden & (1 << i) == 0)
-                .map(|i| of(&shape.props[i]))
-                .chain(shape.additional.iter().map(of))
-                .chain(shape.by_pattern.iter().map(of).filter(|&n| n != u32::MAX))
-                .max()
-                .unwrap_or(0);
-            deepest.max(if extra { other } else { 0 }).saturating_add(1)
+        self.push(Node::Literals(trie))
+    }
+
+    /// The trie a literal set is read through: `strict` (inside an overlapping
+    /// `oneOf`), only the strictly spelled numbers.
+    pub(crate) fn literal_trie(&self, trie: u32, strict: bool) -> u32 {
+        match strict {
+            true => self.strict_tries.get(&trie).copied().unwrap_or(trie),
+            false => trie,
         }
     }
 }

@@ -81,7 +81,8 @@ impl Compiler<'_> {
 }
 
 /// The texts a scalar may be written as: its canonical JSON, and for an
-/// integral number also with a `.0` fraction (and `-0` for zero).
+/// integral number also with a `.0` fraction (and `-0` for zero), for
+/// another number also without an exponent (a strict number's spelling).
 pub(super) fn spellings(value: &Value) -> Vec<String> {
     let Value::Number(n) = value else {
         return vec![value.to_string()];
@@ -94,7 +95,12 @@ pub(super) fn spellings(value: &Value) -> Vec<String> {
     match integral {
         Some(0) => ["0", "0.0", "-0", "-0.0"].map(String::from).to_vec(),
         Some(i) => vec![i.to_string(), format!("{i}.0")],
-        None => vec![n.to_string()],
+        None => {
+            let plain = n.as_f64().map(|f| format!("{f}"));
+            let mut spelled = vec![n.to_string()];
+            spelled.extend(plain.filter(|p| *p != spelled[0]));
+            spelled
+        }
     }
 }
 
