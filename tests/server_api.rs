@@ -457,7 +457,9 @@ async fn streamed_calls_assemble_from_deltas_and_usage_comes_last() {
     wait_for_baseline(&state).await;
 }
 
-/// Turn n+1 of a conversation reuses turn n's prompt from the cache.
+/// Turn n+1 of a conversation reuses turn n's prompt and reply from the cache:
+/// the call is sent back as the server returned it (arguments as generated)
+/// and runs the very tokens the engine generated.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_next_turn_hits_the_previous_turns_prefix() {
     let state = state(ServerConfig::default());
@@ -470,6 +472,7 @@ async fn the_next_turn_hits_the_previous_turns_prefix() {
     let request = |messages: &Vec<Value>| json!({"messages": messages, "tools": tools(), "tool_choice": choice, "temperature": 0, "max_tokens": 64, "parallel_tool_calls": false});
     let (_, first) = post(&state, request(&messages)).await;
     let first_prompt = first["usage"]["prompt_tokens"].as_u64().unwrap();
+    let first_reply = first["usage"]["completion_tokens"].as_u64().unwrap();
     let call = first["choices"][0]["message"]["tool_calls"][0].clone();
     assert_eq!(first["choices"][0]["finish_reason"], "tool_calls", "{first}");
     messages.push(json!({"role": "assistant", "content": null, "tool_calls": [call.clone()]}));
@@ -479,10 +482,10 @@ async fn the_next_turn_hits_the_previous_turns_prefix() {
     let cached = second["usage"]["prompt_tokens_details"]["cached_tokens"]
         .as_u64()
         .unwrap();
-    // The forced-call prefill ends turn n's prompt; everything before it is reused.
+    // Turn n's prompt and reply are reused up to the last whole block (16 tokens) of them.
     assert!(
-        cached + 16 >= first_prompt,
-        "cached {cached} of turn n's {first_prompt} prompt tokens"
+        cached + 16 > first_prompt + first_reply,
+        "cached {cached} of turn n's {first_prompt} prompt and {first_reply} reply tokens"
     );
     // The same request again renders to the same tokens: all but the last are reused.
     let (_, again) = post(&state, request(&messages)).await;

@@ -187,9 +187,10 @@ impl Envelope {
         format!("{}{}", self.opener_text, String::from_utf8_lossy(&self.name_intro))
     }
 
-    /// `calls` (name, arguments) written exactly as this envelope frames them, as
-    /// the model would have: for re-rendering an earlier turn's calls in a prompt.
-    pub fn render_calls(&self, calls: &[(&str, &serde_json::Value)]) -> String {
+    /// `calls` (name, arguments' JSON text) written exactly as this envelope
+    /// frames them, as the model would have: for re-rendering an earlier
+    /// turn's calls in a prompt (the arguments as given, byte for byte).
+    pub fn render_calls(&self, calls: &[(&str, &str)]) -> String {
         let text = |bytes: &[u8]| String::from_utf8_lossy(bytes).into_owned();
         let mut out = String::new();
         for (i, (name, arguments)) in calls.iter().enumerate() {
@@ -246,9 +247,7 @@ mod tests {
 
     #[test]
     fn earlier_calls_render_in_each_envelope() {
-        let a = serde_json::json!({"x": 1});
-        let b = serde_json::json!({});
-        let calls = [("f", &a), ("g", &b)];
+        let calls = [("f", "{\"x\":1}"), ("g", "{}")];
         assert_eq!(
             Envelope::new(CallFormat::Hermes).render_calls(&calls),
             "<tool_call>\n{\"name\": \"f\", \"arguments\": {\"x\":1}}\n</tool_call>\n<tool_call>\n{\"name\": \"g\", \"arguments\": {}}\n</tool_call>"

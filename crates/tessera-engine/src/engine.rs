@@ -243,6 +243,7 @@ impl Engine {
             self.pins.pin(session, &blocks, &mut self.pool);
         }
         seq.kv.release(&mut self.pool);
+        self.shared.replay.remember(&self.tokenizer, &seq.tokens);
         let tool_output = self.tool_output(&seq);
         if reason == FinishReason::Stop && tool_output.as_ref().is_some_and(|o| !o.parsed.calls.is_empty()) {
             reason = FinishReason::ToolCalls;

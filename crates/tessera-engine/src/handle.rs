@@ -5,6 +5,7 @@
 
 use crate::active::Active;
 use crate::engine::{Command, Engine};
+use crate::replay::ReplayMemory;
 use crate::request::{MAX_STOP_BYTES, MAX_STOP_STRINGS};
 use crate::scheduler::Scheduler;
 use crate::sessions::SessionPins;
@@ -33,6 +34,9 @@ pub(crate) struct Shared {
     /// The vocabulary trie constrained requests are masked with, built by the
     /// first one (~70 ms here), so engines that never constrain never pay for it.
     pub vocab: std::sync::OnceLock<Vocabulary>,
+    /// Recent sequences' texts and tokens, so a prompt that replays one
+    /// (a chat's next turn) runs the same tokens.
+    pub replay: ReplayMemory,
 }
 
 /// A cloneable handle to a running engine.
@@ -75,6 +79,7 @@ impl EngineHandle {
             template,
             envelope,
             vocab: std::sync::OnceLock::new(),
+            replay: ReplayMemory::default(),
         });
         let engine = Engine {
             model,
@@ -93,6 +98,18 @@ impl EngineHandle {
             .spawn(move || engine.run(receiver))
             .map_err(|error| EngineError::Config(format!("starting the engine thread: {error}")))?;
         Ok(Self { commands, shared })
+    }
+
+    /// A prompt's tokens: where it starts with the text of a sequence this
+    /// engine ran (a chat's earlier turns and the reply to them), that
+    /// sequence's own tokens, then the rest tokenized; else all tokenized.
+    /// The prefix cache matches tokens, so a history sent back (arguments as
+    /// generated included) is a hit up to its new messages.
+    pub fn encode_prompt(&self, text: &str) -> Result<Vec<u32>, tessera_model::ModelError> {
+        match self.shared.replay.tokens_for(&self.shared.tokenizer, text) {
+            Some(tokens) => Ok(tokens),
+            None => self.shared.tokenizer.encode(text),
+        }
     }
 
     /// The tokenizer (to encode prompts and decode ids).

@@ -27,6 +27,7 @@ mod error;
 mod handle;
 mod metrics;
 mod persist;
+mod replay;
 mod request;
 mod scheduler;
 mod sessions;

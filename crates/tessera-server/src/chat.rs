@@ -42,8 +42,7 @@ pub fn chat_job(state: &AppState, body: ChatRequest, session: Option<String>) ->
         .map_err(|error| ApiError::invalid("messages", format!("the chat template rejected them: {error}")))?;
     let prompt = state
         .engine
-        .tokenizer()
-        .encode(&text)
+        .encode_prompt(&text)
         .map_err(|error| ApiError::internal("tokenizing a prompt", &error))?;
     let tools = tool_constraint(state, &defs, body.tool_choice.as_ref(), body.parallel_tool_calls)?;
     let response_schema = response_schema(state, body.response_format.as_ref())?;

@@ -1,7 +1,10 @@
 //! Messages and tools → prompt text, deterministically: the same messages and
-//! tools always render to the same text (tool schemas and call arguments as
-//! sorted-key JSON, no timestamps, no ids), so an agent's turn n+1 starts with
-//! exactly turn n's prompt and hits the prefix cache.
+//! tools always render to the same text (tool schemas as sorted-key JSON, no
+//! timestamps, no ids), so an agent's turn n+1 starts with exactly turn n's
+//! prompt and hits the prefix cache. An earlier call's arguments are written
+//! back as the client sends them, which for arguments this server returned is
+//! exactly what the model generated (see [`replayed_arguments`]): the model's
+//! own reply is then a cache hit too.
 
 use crate::api::{Content, Message, ToolSpec};
 use crate::error::ApiError;
@@ -71,11 +74,7 @@ fn render_message(i: usize, message: &Message, format: CallFormat) -> Result<Cha
             let mut parsed = Vec::with_capacity(calls.len());
             for (j, call) in calls.iter().enumerate() {
                 // Some frameworks send "" for a call without arguments.
-                let text = match call.function.arguments.trim() {
-                    "" => "{}",
-                    text => text,
-                };
-                let arguments: Value = serde_json::from_str(text).map_err(|error| {
+                let arguments = replayed_arguments(&call.function.arguments).map_err(|error| {
                     ApiError::invalid(
                         format!("messages[{i}].tool_calls[{j}].function.arguments"),
                         format!("not valid JSON: {error}"),
@@ -83,8 +82,7 @@ fn render_message(i: usize, message: &Message, format: CallFormat) -> Result<Cha
                 })?;
                 parsed.push((call.function.name.as_str(), arguments));
             }
-            let calls: Vec<(&str, &Value)> = parsed.iter().map(|(name, args)| (*name, args)).collect();
-            // Arguments canonical: serde_json keeps object keys sorted.
+            let calls: Vec<(&str, &str)> = parsed.iter().map(|(name, args)| (*name, args.as_str())).collect();
             Ok(ChatMessage::new(
                 "assistant",
                 text + &Envelope::new(format).render_calls(&calls),
@@ -100,6 +98,24 @@ fn render_message(i: usize, message: &Message, format: CallFormat) -> Result<Cha
             format!("unknown role `{other}` (system, developer, user, assistant or tool)"),
         )),
     }
+}
+
+/// An earlier call's arguments as the prompt writes them: verbatim when they
+/// are one line of JSON (as this server returns what the model generated:
+/// its key order, its spacing), so the history replays the model's own
+/// tokens; otherwise (pretty-printed, or from elsewhere) compact JSON with
+/// sorted keys. Some frameworks send "" for a call without arguments: `{}`.
+pub fn replayed_arguments(text: &str) -> Result<String, serde_json::Error> {
+    let trimmed = text.trim();
+    if trimmed.is_empty() {
+        return Ok("{}".into());
+    }
+    let value: Value = serde_json::from_str(trimmed)?;
+    let one_line = !trimmed.contains(['\n', '\r']) && trimmed.len() == text.len();
+    Ok(match one_line {
+        true => trimmed.to_string(),
+        false => value.to_string(),
+    })
 }
 
 /// A message's text: a string, or its text parts joined.
@@ -123,5 +139,25 @@ fn content_text(i: usize, content: Option<&Content>) -> Result<String, ApiError>
             })
             .collect::<Result<Vec<_>, _>>()
             .map(|texts| texts.join("")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn arguments_as_generated_replay_verbatim_and_others_are_made_compact() {
+        let generated = r#"{"path": "notes.md", "content": "a\nb"}"#;
+        assert_eq!(
+            replayed_arguments(generated).unwrap(),
+            generated,
+            "key order and spaces kept"
+        );
+        let pretty = "{\n  \"b\": 1,\n  \"a\": 2\n}";
+        assert_eq!(replayed_arguments(pretty).unwrap(), r#"{"a":2,"b":1}"#);
+        assert_eq!(replayed_arguments(" {\"a\": 1} ").unwrap(), r#"{"a":1}"#);
+        assert_eq!(replayed_arguments("").unwrap(), "{}");
+        assert!(replayed_arguments("{\"a\":").is_err());
     }
 }

@@ -123,18 +123,14 @@ impl Collected {
         }
     }
 
-    /// Arguments in canonical form. A call cut short by the token limit keeps
-    /// its partial arguments (finish reason `length`, as OpenAI answers).
+    /// Arguments exactly as the model generated them (valid JSON; sent back
+    /// in a later turn, they render to the same text, see
+    /// `prompt::replayed_arguments`). A call cut short by the token limit
+    /// keeps its partial arguments (finish reason `length`, as OpenAI answers).
     fn finalize(&mut self, completion: &Completion) {
         let cut = completion.reason == FinishReason::Length;
         self.calls
-            .retain_mut(|call| match serde_json::from_str::<Value>(&call.arguments) {
-                Ok(value) => {
-                    call.arguments = value.to_string();
-                    true
-                }
-                Err(_) => cut,
-            });
+            .retain(|call| cut || serde_json::from_str::<Value>(&call.arguments).is_ok());
         self.finish = finish_reason(completion.reason, !self.calls.is_empty());
         self.usage = Some(completion.usage.into());
     }
