@@ -184,6 +184,16 @@ fn required(name: &str) -> ToolChoice {
     }
 }
 
+/// Tool `t` with these parameters, compiled.
+fn compiled(parameters: Value) -> Arc<CompiledTools> {
+    let tool = ToolDef {
+        name: "t".into(),
+        description: String::new(),
+        parameters,
+    };
+    Arc::new(CompiledTools::compile(&[tool]).unwrap())
+}
+
 /// One random walk under `budget` tokens; returns the text its tokens wrote.
 fn walk(
     tools: &Arc<CompiledTools>,
@@ -304,12 +314,7 @@ fn a_required_value_whose_keys_must_be_searched_still_completes() {
                  "properties": {"tags": {"type": "object", "required": ["title"], "minProperties": 2,
                                          "properties": {"title": {"enum": ["red", 7]}},
                                          "additionalProperties": {"enum": ["red", 7, null]}}}}}});
-    let tool = ToolDef {
-        name: "t".into(),
-        description: String::new(),
-        parameters,
-    };
-    let tools = Arc::new(CompiledTools::compile(&[tool]).unwrap());
+    let tools = compiled(parameters);
     let envelope = Envelope::new(CallFormat::Hermes);
     let mut matcher = ToolCallMatcher::new(tools.clone(), &required("t"), &envelope).unwrap();
     let least = matcher.tokens_to_complete(&vocab).expect("a completion from the start");
@@ -384,12 +389,13 @@ fn overlapping_one_of_writes_values_exactly_one_alternative_accepts() {
             parameters: parameters.clone(),
         };
         let tools = Arc::new(CompiledTools::compile(&[tool]).unwrap_or_else(|e| panic!("{parameters}: {e}")));
-        // Each alternative alone (its automaton is exact, by the suite) judges the arguments as written.
+        // Each alternative alone, read as JSON Schema reads it (its automaton is exact, by the
+        // suite), judges the arguments as written.
         let judges: Vec<ValueSchema> = alternatives
             .iter()
             .map(|alternative| {
                 let alone = json!({"type": "object", "properties": {"v": alternative}, "required": ["v"]});
-                ValueSchema::compile("alt", &alone, SchemaOptions::GENERATION).unwrap()
+                ValueSchema::compile("alt", &alone, SchemaOptions::EXACT).unwrap()
             })
             .collect();
         for budget in [20, 30, 60, 120] {
@@ -408,4 +414,38 @@ fn overlapping_one_of_writes_values_exactly_one_alternative_accepts() {
             }
         }
     }
+}
+
+/// A former dead end (review): an overlapping `oneOf` whose only values that
+/// one alternative alone accepts nest deeper than either alternative's own
+/// shortest value, reached near the depth limit through a recursion. The
+/// object at depth 63 must not be opened where the `oneOf` could not close.
+#[test]
+fn a_one_of_near_the_depth_limit_keeps_a_way_out() {
+    let (vocab, stop) = vocabulary();
+    let arrays = json!({"oneOf": [
+        {"type": "array", "items": {"type": "array"}},
+        {"type": "array", "items": {"type": "array", "maxItems": 0}}
+    ]});
+    let parameters =
+        json!({"type": "object", "required": ["x"], "properties": {"x": {"anyOf": [{"$ref": "#"}, arrays]}}});
+    let tools = compiled(parameters);
+    let envelope = Envelope::new(CallFormat::Hermes);
+    let mut opened = 0;
+    for depth in 55..=64 {
+        let mut matcher = ToolCallMatcher::new(tools.clone(), &required("t"), &envelope).unwrap();
+        // The prefill ends inside the only tool's name.
+        let text = format!("\", \"arguments\": {}", "{\"x\": ".repeat(depth));
+        if !matcher.advance_text(&text) {
+            continue; // a depth the automaton does not open is fine; one it opens must complete
+        }
+        opened += 1;
+        let mask = matcher.compute_mask(&vocab).to_vec();
+        assert!(!mask.is_empty() && !mask.contains(&stop), "depth {depth}: {mask:?}");
+        assert!(
+            matcher.tokens_to_complete(&vocab).is_some(),
+            "no completion at depth {depth}"
+        );
+    }
+    assert!(opened >= 5, "only {opened} depths opened");
 }

@@ -29,8 +29,10 @@ use std::collections::HashSet;
 const SEARCH_LIMIT: usize = 256;
 
 /// The bytes a search tries, in order: closing ones first, then one of each
-/// kind JSON tells apart (a search over these alone may miss a way out that
-/// needs another byte; the state is then refused, which only narrows).
+/// kind JSON tells apart, then (per state) the bytes that continue a thread's
+/// literal, declared key or pattern (see [`JsonMachine::search_bytes_at`]).
+/// A search over these may still miss a way out that needs another byte; the
+/// state is then refused, which only narrows.
 const SEARCH_BYTES: &[u8] = b"\"}]0,1:a-.e[{tfn 9\\zAE+u5";
 
 /// What a search for a way out stops at.
@@ -242,7 +244,43 @@ impl JsonMachine<'_> {
         false
     }
 
-    /// Depth-first from `start` (over [`SEARCH_BYTES`], no state twice, at
+    /// The bytes a search tries from `state`: [`SEARCH_BYTES`], then those that
+    /// continue a thread's literal or declared key, or take a pattern string
+    /// to another state (ASCII ones), each once.
+    fn search_bytes_at(&self, state: JsonState) -> Vec<u8> {
+        let threads = match state.lex {
+            Lex::Many(set) => self.stacks.sets[set as usize].clone(),
+            _ => vec![state],
+        };
+        let mut bytes = SEARCH_BYTES.to_vec();
+        for thread in threads {
+            let more: Vec<u8> = match thread.lex {
+                Lex::Lit { trie, at } => {
+                    let literals = &self.arena.tries[trie as usize];
+                    (0..=255u8).filter(|&b| literals.step(at, b).is_some()).collect()
+                }
+                Lex::KeyStr { .. } => self.declared_key_next_bytes(thread).unwrap_or_default(),
+                Lex::Str { node, text } => match self.text_rules(node).pattern {
+                    Some(super::text::TextPattern::Value(pattern)) => pattern
+                        .dfa
+                        .edges(text.dfa)
+                        .map(|(byte, _)| byte)
+                        .filter(u8::is_ascii)
+                        .collect(),
+                    _ => Vec::new(),
+                },
+                _ => Vec::new(),
+            };
+            for byte in more {
+                if !bytes.contains(&byte) {
+                    bytes.push(byte);
+                }
+            }
+        }
+        bytes
+    }
+
+    /// Depth-first from `start` (over [`search_bytes_at`](Self::search_bytes_at), no state twice, at
     /// most [`SEARCH_LIMIT`] states) to a state meeting `goal`: the bytes and
     /// that state. States on the way found are recorded live; when the
     /// search runs out of states, every one it saw is recorded dead, and
@@ -268,7 +306,7 @@ impl JsonMachine<'_> {
                 return Some((path[1..].iter().map(|&(_, _, byte)| byte).collect(), state));
             }
             let mut taken = None;
-            for (i, &byte) in SEARCH_BYTES.iter().enumerate().skip(from) {
+            for (i, byte) in self.search_bytes_at(state).into_iter().enumerate().skip(from) {
                 let Some(next) = self.step_raw(state, byte) else {
                     continue;
                 };

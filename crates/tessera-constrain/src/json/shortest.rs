@@ -90,6 +90,12 @@ impl Shortest {
             .map(|(bytes, _)| bytes)
     }
 
+    /// The value kept for a node that is not a container (an overlapping
+    /// `oneOf`'s: one exactly one alternative accepts).
+    pub fn value(&self, node: NodeId) -> Option<&[u8]> {
+        self.primitive[node as usize].as_deref()
+    }
+
     /// Bytes of a shortest value of `node`.
     pub fn len(&self, node: NodeId) -> Option<u32> {
         self.len[node as usize]

@@ -226,7 +226,8 @@ impl TextAt {
             },
             Esc::Hex { left, value } => {
                 let value = value << 4 | hex_value(byte)? as u16;
-                if canonical && !canonical_control(left - 1, value) {
+                // serde_json writes `\u00XX` with lowercase hex digits: one spelling.
+                if canonical && (!canonical_control(left - 1, value) || byte.is_ascii_uppercase()) {
                     return None;
                 }
                 match left - 1 {
@@ -362,6 +363,10 @@ mod tests {
         assert!(!canonical(br#"\u0041""#), "`A` escaped");
         assert!(!canonical(br#"\u000a""#), "a newline has a short escape");
         assert!(!canonical(br#"\/""#));
+        assert!(
+            canonical(br#"\u000b""#) && !canonical(br#"\u000B""#),
+            "lowercase hex only"
+        );
     }
 
     #[test]

@@ -145,11 +145,16 @@ type ShapeBuilder<'a> = fn(&mut Compiler<'a>, &Map<String, Value>, &At<'_>) -> R
 pub(super) struct Compiler<'a> {
     pub arena: &'a mut SchemaArena,
     document: Document<'a>,
-    /// Compiled `$ref` targets by JSON pointer (a `Pending` node while in progress).
-    refs: HashMap<String, NodeId>,
+    /// Compiled `$ref` targets by JSON pointer and whether read exactly (a
+    /// `Pending` node while in progress).
+    refs: HashMap<(String, bool), NodeId>,
     pub(super) merger: Merger,
     /// Containers enclosing the schema being compiled.
     open_containers: u32,
+    /// Overlapping-`oneOf` alternatives enclosing the schema being compiled:
+    /// inside one, declared objects stay open as JSON Schema reads them
+    /// (closing them would change which alternatives a value matches).
+    pub(super) exact: u32,
 }
 
 impl<'a> Compiler<'a> {
@@ -160,6 +165,7 @@ impl<'a> Compiler<'a> {
             refs: HashMap::new(),
             merger: Merger::default(),
             open_containers: 0,
+            exact: 0,
         }
     }
 
@@ -187,11 +193,12 @@ impl<'a> Compiler<'a> {
 
     /// The node for the schema at `pointer`, compiled once (cycles become arena cycles).
     fn reference(&mut self, pointer: &str, schema: &Value, at: &At<'_>) -> Result<NodeId, ConstrainError> {
-        if let Some(&node) = self.refs.get(pointer) {
+        let key = (pointer.to_string(), self.exact > 0);
+        if let Some(&node) = self.refs.get(&key) {
             return Ok(node);
         }
         let placeholder = self.arena.push(Node::Pending);
-        self.refs.insert(pointer.to_string(), placeholder);
+        self.refs.insert(key, placeholder);
         let target = At {
             tool: at.tool,
             path: pointer.to_string(),
@@ -295,21 +302,37 @@ impl<'a> Compiler<'a> {
     }
 
     fn alternatives(&mut self, list: &Value, at: &At<'_>) -> Result<NodeId, ConstrainError> {
-        let mut nodes = Vec::new();
-        for (i, schema) in schema_list(list, at)?.iter().enumerate() {
-            nodes.push(self.compile(schema, &at.child(&i.to_string()))?);
-        }
+        let nodes = self.alternative_nodes(list, at)?;
         Ok(self.arena.union(nodes))
     }
 
     /// `oneOf`: `anyOf` when no value can match two alternatives, else a
-    /// [`Node::OneOf`] (exactly one must accept where the value ends).
+    /// [`Node::OneOf`] (exactly one must accept where the value ends). The
+    /// alternatives are read exactly (declared objects open), so "exactly
+    /// one" is JSON Schema's count, not the narrower generation shapes'.
+    /// Disjoint alternatives are then compiled again as generation reads them
+    /// (a value of a narrower alternative still matches no other).
     fn one_of(&mut self, list: &Value, at: &At<'_>) -> Result<NodeId, ConstrainError> {
-        let mut nodes = Vec::new();
-        for (i, schema) in schema_list(list, at)?.iter().enumerate() {
-            nodes.push(self.compile(schema, &at.child(&i.to_string()))?);
+        self.exact += 1;
+        let exact = self.alternative_nodes(list, at);
+        self.exact -= 1;
+        let exact = exact?;
+        if !self.merger.all_disjoint(self.arena, &exact) {
+            return Ok(self.merger.exclusive(self.arena, exact));
         }
-        Ok(self.merger.exclusive(self.arena, nodes))
+        let narrow = match self.exact == 0 && self.arena.options().close_declared_objects {
+            true => self.alternative_nodes(list, at)?,
+            false => exact,
+        };
+        Ok(self.arena.union(narrow))
+    }
+
+    fn alternative_nodes(&mut self, list: &Value, at: &At<'_>) -> Result<Vec<NodeId>, ConstrainError> {
+        schema_list(list, at)?
+            .iter()
+            .enumerate()
+            .map(|(i, schema)| self.compile(schema, &at.child(&i.to_string())))
+            .collect()
     }
 
     fn type_set(&self, map: &Map<String, Value>, at: &At<'_>) -> Result<u8, ConstrainError> {
@@ -420,7 +443,7 @@ impl<'a> Compiler<'a> {
             Some(_) => return Err(at.child("properties").error("must be an object")),
         };
         let additional = match map.get("additionalProperties") {
-            None if !properties.is_empty() && self.arena.options().close_declared_objects => None,
+            None if !properties.is_empty() && self.arena.options().close_declared_objects && self.exact == 0 => None,
             None => Some(self.arena.any),
             Some(schema @ (Value::Object(_) | Value::Bool(_))) => {
                 Some(self.compile(schema, &at.child("additionalProperties"))?)

@@ -6,11 +6,33 @@
 use super::{Node, NodeId, SchemaArena, MAX_DEPTH};
 use crate::json::Shortest;
 use crate::ConstrainError;
+use std::collections::HashMap;
+
+/// Containers a JSON text nests (brackets outside strings).
+fn nesting(text: &[u8]) -> u32 {
+    let (mut depth, mut deepest, mut in_string, mut escaped) = (0u32, 0u32, false, false);
+    for &byte in text {
+        match (in_string, escaped, byte) {
+            (true, true, _) => escaped = false,
+            (true, false, b'\\') => escaped = true,
+            (true, false, b'"') | (false, _, b'"') => in_string = !in_string,
+            (false, _, b'{' | b'[') => {
+                depth += 1;
+                deepest = deepest.max(depth);
+            }
+            (false, _, b'}' | b']') => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+    }
+    deepest
+}
 
 impl SchemaArena {
     /// Once every schema is compiled: [`finish`](Self::finish) the depth
-    /// figures and find the shortest values; an overlapping `oneOf` no value
-    /// of which is found (`oneOf: [true, true]`) can then never be entered.
+    /// figures and find the shortest values; an overlapping `oneOf` needs at
+    /// least the depth of the value found for it (its alternatives' own
+    /// shortest values may match two of them), and one with no value found
+    /// (`oneOf: [true, true]`) can never be entered.
     /// Refuse a root no value of which closes within [`MAX_DEPTH`] (a
     /// recursion with no way out, or no value at all). `roots`: (tool, root).
     pub fn finish_and_check<'t>(
@@ -19,11 +41,13 @@ impl SchemaArena {
     ) -> Result<Shortest, ConstrainError> {
         self.finish();
         let mut shortest = Shortest::new(self);
-        let valueless: Vec<NodeId> = (0..self.nodes.len() as NodeId)
-            .filter(|&n| matches!(self.nodes[n as usize], Node::OneOf(_)) && shortest.len(n).is_none())
+        let floors: HashMap<NodeId, u32> = (0..self.nodes.len() as NodeId)
+            .filter(|&n| matches!(self.nodes[n as usize], Node::OneOf(_)))
+            .map(|n| (n, shortest.value(n).map_or(u32::MAX, nesting)))
+            .filter(|&(n, floor)| floor > self.need(n))
             .collect();
-        if !valueless.is_empty() {
-            self.valueless = valueless;
+        if !floors.is_empty() {
+            self.one_of_floor = floors;
             self.finish();
             shortest = Shortest::new(self);
         }
@@ -32,7 +56,12 @@ impl SchemaArena {
                 return Err(ConstrainError::InvalidSchema {
                     tool: tool.to_string(),
                     path: "/".into(),
-                    message: format!("every value nests containers more than {MAX_DEPTH} deep, or never ends (a recursive `$ref` with no way out), or no value matches exactly one alternative of a `oneOf`"),
+                    message: format!(
+                        "every value nests containers more than {MAX_DEPTH} deep, or never ends (a recursive `$ref` \
+                         with no way out), or no value was found that exactly one alternative of a `oneOf` accepts \
+                         (inside a `oneOf`, objects are open as JSON Schema reads them: `required` or \
+                         `additionalProperties: false` tells alternatives apart)"
+                    ),
                 });
             }
         }
@@ -46,10 +75,8 @@ impl SchemaArena {
         loop {
             let mut changed = false;
             for (i, node) in self.nodes.iter().enumerate() {
-                if self.valueless.contains(&(i as NodeId)) {
-                    continue;
-                }
-                let value = node_need(node, &need);
+                let floor = self.one_of_floor.get(&(i as NodeId)).copied().unwrap_or(0);
+                let value = node_need(node, &need).max(floor);
                 if value < need[i] {
                     need[i] = value;
                     changed = true;

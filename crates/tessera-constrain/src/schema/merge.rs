@@ -222,14 +222,18 @@ impl Merger {
     /// two of them, else a [`Node::OneOf`].
     pub fn exclusive(&mut self, arena: &mut SchemaArena, alternatives: Vec<NodeId>) -> NodeId {
         let live: Vec<NodeId> = alternatives.iter().copied().filter(|&n| !arena.is_never(n)).collect();
-        let disjoint = live
-            .iter()
-            .enumerate()
-            .all(|(i, &a)| live[i + 1..].iter().all(|&b| a != b && self.disjoint(arena, a, b)));
-        match disjoint {
+        match self.all_disjoint(arena, &live) {
             true => arena.union(live),
             false => arena.one_of(live),
         }
+    }
+
+    /// Whether no value matches two of `alternatives` (`Never` ones aside).
+    pub fn all_disjoint(&mut self, arena: &SchemaArena, alternatives: &[NodeId]) -> bool {
+        let live: Vec<NodeId> = alternatives.iter().copied().filter(|&n| !arena.is_never(n)).collect();
+        live.iter()
+            .enumerate()
+            .all(|(i, &a)| live[i + 1..].iter().all(|&b| a != b && self.disjoint(arena, a, b)))
     }
 
     pub fn disjoint(&mut self, arena: &SchemaArena, a: NodeId, b: NodeId) -> bool {
@@ -261,13 +265,32 @@ fn property(arena: &SchemaArena, shape: &ObjectShape, name: &str) -> (NodeId, bo
     }
 }
 
-/// Whether every literal of `trie` is refused by `node`.
+/// Whether every literal of `trie` is refused by `node`. A number is judged
+/// by its strict spelling (`1`, not `1.0`, which an integer shape refuses
+/// though `1.0` is an integer); one without such a spelling (`1e20`, past
+/// what the automaton writes) is taken to overlap any shape with numbers.
 fn literals_outside(arena: &SchemaArena, trie: u32, node: NodeId) -> bool {
+    let numbers = type_bits(arena, node) & types::NUMBER != 0;
     !reaches_pending(arena, node)
-        && arena.tries[trie as usize]
-            .strings()
-            .iter()
-            .all(|text| !crate::json::accepts(arena, None, node, text))
+        && arena.tries[trie as usize].strings().iter().all(|text| {
+            let number = text.first().is_some_and(|b| *b == b'-' || b.is_ascii_digit());
+            match number && !crate::json::is_canonical(text) {
+                true => has_strict_spelling(text) || !numbers,
+                false => !crate::json::accepts(arena, None, node, text),
+            }
+        })
+}
+
+/// Whether the number `text` stands for has a strict spelling (then that
+/// spelling, in the same literal set, is the one judged).
+fn has_strict_spelling(text: &[u8]) -> bool {
+    serde_json::from_slice::<serde_json::Value>(text)
+        .ok()
+        .is_some_and(|value| {
+            super::values::spellings(&value)
+                .iter()
+                .any(|s| crate::json::is_canonical(s.as_bytes()))
+        })
 }
 
 /// The JSON types a node's values can have.

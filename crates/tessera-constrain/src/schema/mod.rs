@@ -289,9 +289,10 @@ pub(crate) struct SchemaArena {
     /// filled by [`SchemaArena::finish`]. The automaton opens a container or
     /// starts a key only where the value can still close within [`MAX_DEPTH`].
     pub depth_need: Vec<u32>,
-    /// Overlapping `oneOf`s with no value found: never entered (their depth
-    /// need stays "never ends").
-    pub valueless: Vec<NodeId>,
+    /// Overlapping `oneOf`s whose value found nests deeper than their
+    /// alternatives' own need: that depth at least (`u32::MAX`, no value
+    /// found: never entered).
+    pub one_of_floor: HashMap<NodeId, u32>,
     /// Keywords ignored (lenient only), one line per (tool, path).
     pub warnings: Vec<String>,
     options: SchemaOptions,
@@ -311,7 +312,7 @@ impl SchemaArena {
             any_array: 0,
             any_number: 0,
             depth_need: Vec::new(),
-            valueless: Vec::new(),
+            one_of_floor: HashMap::new(),
             warnings: Vec::new(),
             options,
         };

@@ -75,9 +75,10 @@ impl Compiler<'_> {
             match (scaled(number), lower) {
                 (Scaled::Exact(v), true) => shape.min = Some(shape.min.map_or(v + inward, |m| m.max(v + inward))),
                 (Scaled::Exact(v), false) => shape.max = Some(shape.max.map_or(v + inward, |m| m.min(v + inward))),
-                // A bound past ±10^19 on the far side leaves no value; on the near side, no limit.
-                (Scaled::Beyond(positive), true) if positive => return Ok(self.arena.never),
-                (Scaled::Beyond(positive), false) if !positive => return Ok(self.arena.never),
+                // A bound past ±10^19 on the far side leaves no value the automaton
+                // writes; on the near side, no limit.
+                (Scaled::Beyond(positive), true) if positive => return self.unwritable(&at),
+                (Scaled::Beyond(positive), false) if !positive => return self.unwritable(&at),
                 (Scaled::Beyond(_), _) => {}
                 (Scaled::TooFine, _) => {
                     return Err(at.error(format!("{number} has more than 18 decimal places")));
@@ -99,6 +100,33 @@ impl Compiler<'_> {
             };
             shape.step = lcm(shape.step, step).ok_or_else(|| at.error("too large"))?;
         }
-        Ok(self.arena.number(shape))
+        let node = self.arena.number(shape);
+        if self.arena.is_never(node) && !surely_empty(&shape) {
+            return self.unwritable(at);
+        }
+        Ok(node)
+    }
+
+    /// Numbers the automaton cannot write (past 19 digits, or an integer past
+    /// i64): none, except inside an overlapping `oneOf`, where dropping an
+    /// alternative would let through values it matches: refused there.
+    fn unwritable(&mut self, at: &At<'_>) -> Result<NodeId, ConstrainError> {
+        match self.exact {
+            0 => Ok(self.arena.never),
+            _ => Err(at.error(
+                "inside an overlapping `oneOf`, numbers past what the automaton writes (19 integer digits, integers within i64) cannot be excluded",
+            )),
+        }
+    }
+}
+
+/// Whether no number at all meets `shape`'s bounds (not just none the automaton writes).
+fn surely_empty(shape: &NumberShape) -> bool {
+    let writable = |v: i128| v.abs() <= SCALED_LIMIT;
+    let int64 = |v: i128| (i64::MIN as i128 * SCALE..=i64::MAX as i128 * SCALE).contains(&v);
+    match (shape.min, shape.max) {
+        (Some(lo), Some(hi)) if lo > hi => true,
+        (Some(lo), Some(hi)) => writable(lo) && writable(hi) && (!shape.integer || int64(lo) && int64(hi)),
+        _ => false,
     }
 }
