@@ -212,6 +212,9 @@ pub fn format_plan(plan: &Plan, allow_shell: bool) -> String {
     } else {
         text.push_str("- shell steps: not allowed in this run\n");
     }
+    if matches!(plan, Plan::Complex(_)) {
+        text.push_str("- when a step is done: tick it in todo.md with todo_write (`- [x] <step>`)\n");
+    }
     text.push_str("- when the task is done: finish, with a one-line summary");
     text
 }

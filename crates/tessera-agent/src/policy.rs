@@ -4,31 +4,37 @@
 //! enforce it. The harness checks it again, for servers that do not mask.
 //!
 //! ```text
-//! Reply ──reply──▶ Plan ──create_plan──▶ Act                  (simple plan)
-//!                                   └──▶ Step 1 ▶ … ▶ Step n ▶ Act  (complex plan)
+//! Plan ──create_plan──▶ Act                        (simple plan)
+//!                  └──▶ Step 1 ▶ … ▶ Step n ▶ Act  (complex plan)
 //! ```
-//! Right after the user's message the agent must answer in words (`none`),
-//! then plan (`create_plan` forced), then act: during a plan step only that
-//! step's family (and `todo_write`), or only the one tool its verb names
-//! ("read …" → `file_read`); afterwards every tool.
+//! A run starts by planning (`create_plan` forced). There is no reply turn:
+//! `tessera agent` runs one task with no user to read an acknowledgement, and
+//! a small model answered it with an empty message. During a plan step the
+//! model may use the step's family, the reading tools (a step often has to
+//! find its file or link first: browsing is open *and* find *and* follow),
+//! and `todo_write`; the step ends when the model ticks it in `todo.md`, not
+//! when some call succeeds (a search that found nothing achieved nothing).
+//! A model that never ticks is moved on after [`STEP_CALLS`] calls, the step
+//! left open. After the plan, every tool; `finish` ends a run that has not
+//! acted yet only when its summary says why nothing had to be done.
 
 use crate::planner::{Plan, PlanStep};
 use crate::tools::Family;
 use serde_json::{json, Value};
 
-/// Calls a plan step may take without a success in its family before the
-/// harness moves on (a small model can get stuck on one step).
-pub const STEP_ATTEMPTS: usize = 3;
-/// Tokens for the reply right after the user's message.
-pub const REPLY_TOKENS: usize = 64;
+/// Calls a plan step may take without being ticked before the harness moves
+/// on (a small model can get stuck on one step, or never tick).
+pub const STEP_CALLS: usize = 6;
 /// Tokens for a tool call (room for a file's content in `file_write`).
 pub const CALL_TOKENS: usize = 512;
+/// Tools that only read or find, allowed in every plan step.
+pub const READING_TOOLS: [&str; 4] = ["file_read", "file_list", "file_search", "browser_find"];
+/// Words a `finish` summary needs to end a run that has not acted.
+pub const NO_ACTION_SUMMARY_WORDS: usize = 6;
 
 /// Where the run is.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Phase {
-    /// Answer the user in words.
-    Reply,
     /// Make a plan.
     Plan,
     /// Step `index` of the plan.
@@ -36,7 +42,7 @@ pub enum Phase {
         /// The step, from 0.
         index: usize,
         /// Calls made in it so far.
-        attempts: usize,
+        calls: usize,
     },
     /// Any tool, `finish` included.
     Act,
@@ -48,15 +54,19 @@ pub struct Policy {
     phase: Phase,
     steps: Vec<PlanStep>,
     allow_shell: bool,
+    /// A tool that acts on the workspace or reads it (not the plan, the todo
+    /// or `finish`) has succeeded.
+    acted: bool,
 }
 
 impl Policy {
-    /// A run starts with a reply.
+    /// A run starts with its plan.
     pub fn new(allow_shell: bool) -> Self {
         Self {
-            phase: Phase::Reply,
+            phase: Phase::Plan,
             steps: Vec::new(),
             allow_shell,
+            acted: false,
         }
     }
 
@@ -70,10 +80,14 @@ impl Policy {
         &self.steps
     }
 
+    /// Whether a tool other than the plan's, the todo's or `finish` has succeeded.
+    pub fn acted(&self) -> bool {
+        self.acted
+    }
+
     /// A short label for tables and the transcript.
     pub fn label(&self) -> String {
         match &self.phase {
-            Phase::Reply => "reply".into(),
             Phase::Plan => "plan".into(),
             Phase::Step { index, .. } => format!("step {}/{}", index + 1, self.steps.len()),
             Phase::Act => "act".into(),
@@ -83,12 +97,16 @@ impl Policy {
     /// Tool names the model may call now.
     pub fn allowed(&self) -> Vec<&'static str> {
         let families: Vec<Family> = match &self.phase {
-            Phase::Reply => vec![],
             Phase::Plan => vec![Family::Plan],
-            Phase::Step { index, .. } => match self.steps[*index].tool {
-                Some(tool) => return vec![tool],
-                None => vec![self.steps[*index].family, Family::Todo],
-            },
+            Phase::Step { index, .. } => {
+                let mut names: Vec<&'static str> = self.steps[*index].family.tool_names().to_vec();
+                for name in READING_TOOLS.into_iter().chain(["todo_write"]) {
+                    if !names.contains(&name) {
+                        names.push(name);
+                    }
+                }
+                return names;
+            }
             Phase::Act => {
                 let mut all = vec![Family::File, Family::Browser, Family::Todo, Family::Finish];
                 if self.allow_shell {
@@ -106,7 +124,6 @@ impl Policy {
     /// `tool_choice` for the next request.
     pub fn tool_choice(&self) -> Value {
         match &self.phase {
-            Phase::Reply => json!("none"),
             Phase::Plan => json!({"type": "function", "function": {"name": "create_plan"}}),
             _ => {
                 let tools: Vec<Value> = self
@@ -121,17 +138,7 @@ impl Policy {
 
     /// Most tokens the next answer may take.
     pub fn max_tokens(&self) -> usize {
-        match self.phase {
-            Phase::Reply => REPLY_TOKENS,
-            _ => CALL_TOKENS,
-        }
-    }
-
-    /// The reply was given: plan next.
-    pub fn after_reply(&mut self) {
-        if self.phase == Phase::Reply {
-            self.phase = Phase::Plan;
-        }
+        CALL_TOKENS
     }
 
     /// The planner answered.
@@ -143,33 +150,67 @@ impl Policy {
             }
             Plan::Complex(steps) => {
                 self.steps = steps.clone();
-                self.phase = Phase::Step { index: 0, attempts: 0 };
+                self.phase = Phase::Step { index: 0, calls: 0 };
             }
         }
     }
 
-    /// A call was made; `ok` when it succeeded. Returns the plan step this
-    /// call ended, if any, and whether it was done (`false`: given up after
-    /// [`STEP_ATTEMPTS`] calls).
-    pub fn after_call(&mut self, name: &str, ok: bool) -> Option<(usize, bool)> {
-        let Phase::Step { index, attempts } = self.phase else {
+    /// A call was made; `ok` when it succeeded. Returns the plan step the
+    /// harness moved on from without a tick, if this call used up its
+    /// [`STEP_CALLS`].
+    pub fn after_call(&mut self, name: &str, ok: bool) -> Option<usize> {
+        if ok && !matches!(name, "todo_write" | "create_plan" | "finish") {
+            self.acted = true;
+        }
+        let Phase::Step { index, calls } = self.phase else {
             return None;
         };
-        let done = ok && Family::of(name) == Some(self.steps[index].family);
-        let attempts = attempts + 1;
-        if !done && attempts < STEP_ATTEMPTS {
-            self.phase = Phase::Step { index, attempts };
+        let calls = calls + 1;
+        if calls < STEP_CALLS {
+            self.phase = Phase::Step { index, calls };
             return None;
         }
-        self.phase = if index + 1 < self.steps.len() {
-            Phase::Step {
-                index: index + 1,
-                attempts: 0,
-            }
-        } else {
-            Phase::Act
+        self.phase = self.step_after(index, &[]);
+        Some(index)
+    }
+
+    /// `todo.md` was rewritten; `ticked[i]` when plan step `i` is ticked in
+    /// it. Returns the steps that ended (the current one, and any ticked
+    /// right after it).
+    pub fn after_todo(&mut self, ticked: &[bool]) -> Vec<usize> {
+        let Phase::Step { index, .. } = self.phase else {
+            return Vec::new();
         };
-        Some((index, done))
+        if !ticked.get(index).copied().unwrap_or(false) {
+            return Vec::new();
+        }
+        self.phase = self.step_after(index, ticked);
+        let next = match self.phase {
+            Phase::Step { index, .. } => index,
+            _ => self.steps.len(),
+        };
+        (index..next).collect()
+    }
+
+    /// The phase after step `index`: the next step not ticked, or acting.
+    fn step_after(&self, index: usize, ticked: &[bool]) -> Phase {
+        match (index + 1..self.steps.len()).find(|&i| !ticked.get(i).copied().unwrap_or(false)) {
+            Some(next) => Phase::Step { index: next, calls: 0 },
+            None => Phase::Act,
+        }
+    }
+
+    /// Whether `finish` may end the run with `summary`: once the run has
+    /// acted, or with a summary of why nothing had to be done (an error
+    /// saying so otherwise).
+    pub fn check_finish(&self, summary: &str) -> Result<(), String> {
+        if self.acted || summary.split_whitespace().count() >= NO_ACTION_SUMMARY_WORDS {
+            return Ok(());
+        }
+        Err(format!(
+            "nothing has been done yet: act on the task first, or call finish with a summary of at least \
+             {NO_ACTION_SUMMARY_WORDS} words saying why no action is needed"
+        ))
     }
 }
 
@@ -186,16 +227,13 @@ mod tests {
     }
 
     #[test]
-    fn reply_then_plan_then_steps_then_act() {
+    fn plan_then_steps_then_act() {
         let mut policy = Policy::new(false);
         assert_eq!(
-            policy.tool_choice(),
-            json!("none"),
-            "right after the user: words, no action"
+            policy.tool_choice()["function"]["name"],
+            "create_plan",
+            "the run starts by planning"
         );
-        assert!(policy.allowed().is_empty());
-        policy.after_reply();
-        assert_eq!(policy.tool_choice()["function"]["name"], "create_plan");
         policy.after_plan(&Plan::Complex(vec![
             step("open the page", Family::Browser),
             step("write it", Family::File),
@@ -203,22 +241,33 @@ mod tests {
         assert_eq!(policy.label(), "step 1/2");
         assert_eq!(
             policy.allowed(),
-            vec!["browser_open", "browser_find", "browser_follow", "todo_write"]
+            vec![
+                "browser_open",
+                "browser_find",
+                "browser_follow",
+                "file_read",
+                "file_list",
+                "file_search",
+                "todo_write"
+            ],
+            "browsing is open, find and follow, and reading to find things first"
         );
         assert_eq!(policy.tool_choice()["allowed_tools"]["mode"], "required");
         assert_eq!(
-            policy.after_call("todo_write", true),
+            policy.after_call("browser_open", true),
             None,
-            "another family does not end the step"
+            "a success does not end the step"
         );
+        assert_eq!(policy.label(), "step 1/2");
         assert_eq!(
-            policy.after_call("browser_open", false),
-            None,
-            "a failed call does not end it"
+            policy.after_todo(&[false, false]),
+            Vec::<usize>::new(),
+            "not ticked: it goes on"
         );
-        assert_eq!(policy.after_call("browser_open", true), Some((0, true)));
+        assert_eq!(policy.after_todo(&[true, false]), vec![0], "ticked by the model: done");
         assert_eq!(policy.label(), "step 2/2");
-        assert_eq!(policy.after_call("file_write", true), Some((1, true)));
+        assert!(policy.allowed().contains(&"file_write") && !policy.allowed().contains(&"finish"));
+        assert_eq!(policy.after_todo(&[true, true]), vec![1]);
         assert_eq!(policy.phase(), &Phase::Act);
         let act = policy.allowed();
         assert!(act.contains(&"finish") && act.contains(&"file_read"));
@@ -227,42 +276,53 @@ mod tests {
     }
 
     #[test]
-    fn a_step_whose_verb_names_a_tool_allows_only_that_tool() {
+    fn a_step_verb_no_longer_narrows_the_tools() {
         let mut policy = Policy::new(false);
-        policy.after_reply();
         let steps = vec![
             PlanStep::new("Read notes.md", false),
             PlanStep::new("Write out.txt", false),
         ];
         policy.after_plan(&Plan::Complex(steps));
-        assert_eq!(policy.allowed(), vec!["file_read"]);
-        assert_eq!(policy.after_call("file_read", true), Some((0, true)));
-        assert_eq!(policy.allowed(), vec!["file_write"]);
-    }
-
-    #[test]
-    fn a_stuck_step_is_given_up_after_its_attempts() {
-        let mut policy = Policy::new(true);
-        policy.after_reply();
-        policy.after_plan(&Plan::Complex(vec![step("a", Family::File), step("b", Family::Shell)]));
-        for _ in 1..STEP_ATTEMPTS {
-            assert_eq!(policy.after_call("file_read", false), None);
-        }
-        assert_eq!(
-            policy.after_call("file_read", false),
-            Some((0, false)),
-            "given up, not done"
+        let allowed = policy.allowed();
+        assert!(
+            allowed.contains(&"file_read") && allowed.contains(&"file_write"),
+            "{allowed:?}"
         );
-        assert_eq!(policy.allowed(), vec!["shell_exec", "shell_view", "todo_write"]);
     }
 
     #[test]
-    fn simple_plans_act_at_once_with_shell_when_allowed() {
+    fn steps_ticked_ahead_are_skipped_and_an_unticked_step_moves_on_after_its_calls() {
         let mut policy = Policy::new(true);
-        policy.after_reply();
-        policy.after_plan(&Plan::Simple);
+        policy.after_plan(&Plan::Complex(vec![
+            step("a", Family::File),
+            step("b", Family::Shell),
+            step("c", Family::File),
+        ]));
+        assert_eq!(
+            policy.after_todo(&[true, true, false]),
+            vec![0, 1],
+            "b was ticked along with a"
+        );
+        assert_eq!(policy.label(), "step 3/3");
+        for _ in 1..STEP_CALLS {
+            assert_eq!(policy.after_call("file_read", true), None);
+        }
+        assert_eq!(policy.after_call("file_read", false), Some(2), "moved on, not ticked");
         assert_eq!(policy.phase(), &Phase::Act);
-        assert!(policy.allowed().contains(&"shell_exec"));
+    }
+
+    #[test]
+    fn finish_needs_an_action_or_a_reason() {
+        let mut policy = Policy::new(false);
+        policy.after_plan(&Plan::Simple);
+        assert!(policy.check_finish("done").is_err(), "nothing was done");
+        assert!(policy
+            .check_finish("The answer is already in the task itself, nothing to change")
+            .is_ok());
+        policy.after_call("todo_write", true);
+        assert!(policy.check_finish("done").is_err(), "ticking the todo is not acting");
+        policy.after_call("file_read", true);
+        assert!(policy.check_finish("done").is_ok());
         assert_eq!(policy.max_tokens(), CALL_TOKENS);
     }
 }

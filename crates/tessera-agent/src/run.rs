@@ -9,7 +9,7 @@ use crate::config::AgentConfig;
 use crate::context::Context;
 use crate::journal::Journal;
 use crate::planner::{format_plan, parse_plan, planner_request, Plan, MAX_ATTEMPTS};
-use crate::policy::{Phase, Policy, STEP_ATTEMPTS};
+use crate::policy::{Phase, Policy, STEP_CALLS};
 use crate::tools::{check_arguments, definitions, Family, Toolbox, HARNESS_DIR};
 use crate::transcript::{CallRecord, RequestKind, Transcript, TurnRecord};
 use crate::AgentError;
@@ -25,8 +25,6 @@ you see todo.md, the task's checklist. When the task is done, call finish with a
 /// Temperature of a request that follows two identical calls in a row: a
 /// greedy small model repeats itself forever otherwise.
 pub const RUT_TEMPERATURE: f32 = 0.8;
-/// Where the reply right after the user's message ends.
-pub const REPLY_STOPS: [&str; 2] = ["\n\n", "```"];
 /// Turns in a row without a call before the run gives up.
 pub const MAX_MISSES: usize = 3;
 /// Longest task copied into the first `todo.md`, in characters.
@@ -144,13 +142,9 @@ impl Agent<'_> {
                 true => self.config.temperature.max(RUT_TEMPERATURE),
                 false => self.config.temperature,
             };
-            let mut body = self
+            let body = self
                 .context
                 .request(&self.tools, &choice, self.policy.max_tokens(), temperature, seed);
-            if *self.policy.phase() == Phase::Reply {
-                // A few words, not a code block or an essay.
-                body["stop"] = json!(REPLY_STOPS);
-            }
             let messages_sent = self.context.len();
             let turn = self.next_turn();
             let outcome = self.backend.chat(&body, &self.config.session)?;
@@ -206,13 +200,8 @@ impl Agent<'_> {
         Ok(())
     }
 
-    /// An answer without a call: the reply phase's words, or a miss.
+    /// An answer without a call: a miss.
     fn no_call(&mut self, outcome: &ChatOutcome, misses: usize) -> usize {
-        if *self.policy.phase() == Phase::Reply {
-            self.context.push_reply(outcome.content.trim());
-            self.policy.after_reply();
-            return 0;
-        }
         if !outcome.content.is_empty() {
             self.context.push_reply(&outcome.content);
         }
@@ -273,8 +262,6 @@ impl Agent<'_> {
                 records.push(self.unreadable_call(call, &outcome.finish_reason));
             }
         }
-        // A server that does not mask may answer the reply turn with a call.
-        self.policy.after_reply();
         Ok((records, stop))
     }
 
@@ -291,7 +278,7 @@ impl Agent<'_> {
                 call.name
             ),
         };
-        self.policy.after_call(&call.name, false);
+        self.after_call(&call.name, false);
         self.context.push_note(&error);
         CallRecord {
             name: call.name,
@@ -306,7 +293,7 @@ impl Agent<'_> {
         let arguments = match parse_arguments(&call.arguments) {
             Ok(arguments) => arguments,
             Err(error) => {
-                self.policy.after_call(&call.name, false);
+                self.after_call(&call.name, false);
                 return Ok((format!("error: {error}"), false, None));
             }
         };
@@ -323,7 +310,7 @@ impl Agent<'_> {
                 }
             );
             self.journal.record_call(turn, &call.name, &arguments, false, &error);
-            self.policy.after_call(&call.name, false);
+            self.after_call(&call.name, false);
             return Ok((error, false, None));
         }
         if let (true, Err(error)) = (
@@ -337,7 +324,14 @@ impl Agent<'_> {
         let (result, ok, finished) = match call.name.as_str() {
             "finish" => {
                 let summary = arguments["summary"].as_str().unwrap_or("").trim().to_string();
-                (format!("finished: {summary}"), true, Some(summary))
+                match self.policy.check_finish(&summary) {
+                    Ok(()) if !self.policy.acted() => {
+                        self.journal.record(format!("finished without acting: {summary}"));
+                        (format!("finished: {summary}"), true, Some(summary))
+                    }
+                    Ok(()) => (format!("finished: {summary}"), true, Some(summary)),
+                    Err(error) => (format!("error: {error}"), false, None),
+                }
             }
             "create_plan" => {
                 let goal = arguments["goal"].as_str().unwrap_or("").to_string();
@@ -350,11 +344,23 @@ impl Agent<'_> {
         };
         self.journal.record_call(turn, &call.name, &arguments, ok, &result);
         if !matches!(call.name.as_str(), "create_plan" | "finish") {
-            if let Some((step, done)) = self.policy.after_call(&call.name, ok) {
-                self.step_done(step, done);
-            }
+            self.after_call(&call.name, ok);
+        }
+        if call.name == "todo_write" && ok {
+            self.todo_rewritten();
         }
         Ok((result, ok, finished))
+    }
+
+    /// The policy counts a call; a step left unticked past its calls is journaled.
+    fn after_call(&mut self, name: &str, ok: bool) {
+        if let Some(step) = self.policy.after_call(name, ok) {
+            let text = &self.policy.steps()[step].text;
+            self.journal.record(format!(
+                "step {} left open after {STEP_CALLS} calls without a tick: {text}",
+                step + 1
+            ));
+        }
     }
 
     /// A result over budget keeps head and tail; the whole goes to a file.
@@ -427,7 +433,7 @@ impl Agent<'_> {
             .collect();
         let next_step = match self.policy.phase() {
             Phase::Step { index, .. } => format!("plan step {}: {}", index + 1, self.policy.steps()[*index].text),
-            Phase::Reply | Phase::Plan => "make a plan".into(),
+            Phase::Plan => "make a plan".into(),
             Phase::Act => "continue the task, or call finish when it is done".into(),
         };
         Checkpoint {

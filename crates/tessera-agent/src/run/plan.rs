@@ -75,24 +75,30 @@ impl Agent<'_> {
         text
     }
 
-    /// A plan step ended: tick it in `todo.md` if it was done and the line
-    /// is still there.
-    pub(super) fn step_done(&mut self, step: usize, done: bool) {
-        let text = self.policy.steps()[step].text.clone();
-        if !done {
-            self.journal.record(format!(
-                "step {} given up after {STEP_ATTEMPTS} calls: {text}",
-                step + 1
-            ));
+    /// The model rewrote `todo.md`: plan steps it ticked (`- [x] <step>`)
+    /// end, and the policy moves to the first one still open.
+    pub(super) fn todo_rewritten(&mut self) {
+        let Some(todo) = self.todo() else {
             return;
-        }
-        if let Some(todo) = self.todo() {
-            let open = format!("- [ ] {text}");
-            if todo.contains(&open) {
-                if let Err(error) = self.write_todo(&todo.replacen(&open, &format!("- [x] {text}"), 1)) {
-                    self.journal.record(format!("todo.md could not be ticked: {error}"));
-                }
-            }
+        };
+        let ticked_lines: Vec<String> = todo
+            .lines()
+            .filter_map(|line| {
+                let line = line.trim();
+                line.strip_prefix("- [x]")
+                    .or_else(|| line.strip_prefix("- [X]"))
+                    .map(|rest| rest.trim().to_lowercase())
+            })
+            .collect();
+        let ticked: Vec<bool> = self
+            .policy
+            .steps()
+            .iter()
+            .map(|step| ticked_lines.contains(&step.text.trim().to_lowercase()))
+            .collect();
+        for step in self.policy.after_todo(&ticked) {
+            let text = self.policy.steps()[step].text.clone();
+            self.journal.record(format!("step {} done: {text}", step + 1));
         }
     }
 

@@ -49,13 +49,17 @@ fn call(name: &str, arguments: Value) -> ChatOutcome {
     }
 }
 
-/// Reply, forced plan, and the planner's answer.
+/// The forced plan and the planner's answer.
 fn opening(plan: &str) -> Vec<ChatOutcome> {
-    vec![
-        text("I will do that."),
-        call("create_plan", json!({"goal": "do it"})),
-        text(plan),
-    ]
+    vec![call("create_plan", json!({"goal": "do it"})), text(plan)]
+}
+
+/// `finish` before anything was done: its summary says why.
+fn finish_why() -> ChatOutcome {
+    call(
+        "finish",
+        json!({"summary": "nothing more can be done in this scripted run"}),
+    )
 }
 
 fn run_script(
@@ -103,9 +107,12 @@ fn allowed(body: &Value) -> Vec<&str> {
 fn a_run_follows_the_policy_keeps_its_prefix_and_finishes() {
     let dir = workspace(&[("notes.md", "first line\nsecond line\n")]);
     let mut answers = opening(r#"{"mode":"complex","plan":["Read notes.md","Write its first line to out.txt"]}"#);
+    let tick = |todo: &str| call("todo_write", json!({"content": todo}));
     answers.extend([
         call("file_read", json!({"path": "notes.md"})),
+        tick("# Plan\n- [x] Read notes.md\n- [ ] Write its first line to out.txt\n"),
         call("file_write", json!({"path": "out.txt", "content": "first line"})),
+        tick("# Plan\n- [x] Read notes.md\n- [x] Write its first line to out.txt\n"),
         call("finish", json!({"summary": "copied"})),
     ]);
     let (report, bodies) = run_script(
@@ -125,15 +132,17 @@ fn a_run_follows_the_policy_keeps_its_prefix_and_finishes() {
         "first line"
     );
 
-    // Request order: reply, plan, planner, step 1, step 2, act.
-    assert_eq!(bodies[0]["tool_choice"], "none");
-    assert_eq!(bodies[0]["stop"], json!(REPLY_STOPS));
-    assert_eq!(bodies[1]["tool_choice"]["function"]["name"], "create_plan");
-    assert_eq!(bodies[2]["temperature"], 0, "the planner is deterministic");
-    assert!(bodies[2].get("tools").is_none(), "the planner has its own prompt");
-    assert_eq!(allowed(&bodies[3]), vec!["file_read"]);
-    assert_eq!(allowed(&bodies[4]), vec!["file_write"]);
-    assert!(allowed(&bodies[5]).contains(&"finish"));
+    // Request order: plan (no reply turn), planner, step 1 twice (a success
+    // does not end it; the model's tick does), step 2 twice, act.
+    assert_eq!(bodies[0]["tool_choice"]["function"]["name"], "create_plan");
+    assert_eq!(bodies[1]["temperature"], 0, "the planner is deterministic");
+    assert!(bodies[1].get("tools").is_none(), "the planner has its own prompt");
+    for step in [2, 3, 4, 5] {
+        let tools = allowed(&bodies[step]);
+        assert!(tools.contains(&"file_read") && tools.contains(&"file_write") && tools.contains(&"todo_write"));
+        assert!(!tools.contains(&"finish"), "no finish inside the plan");
+    }
+    assert!(allowed(&bodies[6]).contains(&"finish"));
 
     // Stable prefix: every agent request has the same tools and extends the previous messages.
     let agent: Vec<&Value> = bodies.iter().filter(|b| b.get("tools").is_some()).collect();
@@ -142,17 +151,21 @@ fn a_run_follows_the_policy_keeps_its_prefix_and_finishes() {
         let before = pair[0]["messages"].as_array().unwrap();
         assert_eq!(&pair[1]["messages"].as_array().unwrap()[..before.len()], &before[..]);
     }
-    // Recitation: the plan's checklist ends each result, ticked as steps end.
-    assert!(last_message(&bodies[3])
+    // Recitation: the plan's checklist ends each result, ticked by the model.
+    assert!(last_message(&bodies[2])
         .ends_with("[todo.md]\n# Plan\n- [ ] Read notes.md\n- [ ] Write its first line to out.txt"));
+    assert!(
+        last_message(&bodies[3]).contains("- [ ] Read notes.md"),
+        "read, not ticked yet"
+    );
     assert!(last_message(&bodies[4]).contains("- [x] Read notes.md\n- [ ] Write"));
-    assert!(last_message(&bodies[5]).contains("- [x] Write its first line to out.txt"));
+    assert!(last_message(&bodies[6]).contains("- [x] Write its first line to out.txt"));
     // The transcript holds every request, planner included.
     let lines = std::fs::read_to_string(&report.transcript).unwrap();
-    assert_eq!(lines.lines().count(), 6);
+    assert_eq!(lines.lines().count(), 7);
     assert_eq!(
         report.turns.iter().map(|t| t.turn).collect::<Vec<_>>(),
-        vec![1, 2, 3, 4, 5, 6]
+        vec![1, 2, 3, 4, 5, 6, 7]
     );
 }
 
@@ -164,15 +177,15 @@ fn the_planner_is_retried_with_the_error_then_given_up() {
         text(r#"{"mode":"complex","plan":["one"]}"#),
         text(r#"{"mode":"simple"}"#),
     ]);
-    answers.push(call("finish", json!({"summary": "done"})));
+    answers.push(finish_why());
     let (report, bodies) = run_script(dir.path(), answers, config("t"));
     let report = report.unwrap();
-    let retry = bodies[3]["messages"][1]["content"].as_str().unwrap();
+    let retry = bodies[2]["messages"][1]["content"].as_str().unwrap();
     assert!(
         retry.contains("Your last answer was not json") && retry.contains("not valid JSON"),
         "{retry}"
     );
-    assert!(bodies[4]["messages"][1]["content"]
+    assert!(bodies[3]["messages"][1]["content"]
         .as_str()
         .unwrap()
         .contains("has 1 steps"));
@@ -185,14 +198,14 @@ fn the_planner_is_retried_with_the_error_then_given_up() {
     assert_eq!(verdicts, vec![false, false, true]);
 
     let mut answers = opening("{}");
-    answers.extend([text("{}"), text("{}"), call("finish", json!({"summary": "x"}))]);
+    answers.extend([text("{}"), text("{}"), finish_why()]);
     let (report, bodies) = run_script(dir.path(), answers, config("t"));
     assert!(matches!(report.unwrap().stop, StopReason::Finished { .. }));
     assert!(
-        last_message(&bodies[5]).starts_with("The planner failed 3 times (last error: missing string field `mode`)")
+        last_message(&bodies[4]).starts_with("The planner failed 3 times (last error: missing string field `mode`)")
     );
     assert!(
-        allowed(&bodies[5]).contains(&"finish"),
+        allowed(&bodies[4]).contains(&"finish"),
         "without a plan the agent acts freely"
     );
 }
@@ -205,7 +218,7 @@ fn errors_stay_in_and_disallowed_calls_are_refused() {
         call("file_read", json!({"path": "missing.md"})),
         call("shell_exec", json!({"command": "ls"})),
         call("file_read", json!({"path": "../etc/passwd"})),
-        call("finish", json!({"summary": "gave up"})),
+        finish_why(),
     ]);
     let (report, bodies) = run_script(dir.path(), answers, config("t"));
     report.unwrap();
@@ -286,7 +299,7 @@ fn repeated_results_are_worded_apart_and_a_rut_raises_the_temperature() {
     let rut = RUT_TEMPERATURE as f64;
     assert_eq!(
         temperatures,
-        vec![0.0, 0.0, 0.0, 0.0, rut, rut],
+        vec![0.0, 0.0, 0.0, rut, rut],
         "after two identical calls the next turns are sampled"
     );
 }
@@ -302,7 +315,7 @@ fn a_result_over_budget_keeps_head_and_tail_and_is_saved() {
     ]);
     let (report, bodies) = run_script(dir.path(), answers, config("t"));
     let report = report.unwrap();
-    let observation = &report.turns[3].calls[0].result;
+    let observation = &report.turns[2].calls[0].result;
     let budget = crate::budget::result_budget(8192);
     assert!(
         observation.chars().count() < budget + 400,
@@ -310,10 +323,10 @@ fn a_result_over_budget_keeps_head_and_tail_and_is_saved() {
         observation.chars().count()
     );
     assert!(observation.starts_with("big.txt: lines 1-"));
-    assert!(observation.contains("saved as .tessera/results/turn-4-file_read.txt"));
-    let saved = std::fs::read_to_string(dir.path().join(".tessera/results/turn-4-file_read.txt")).unwrap();
+    assert!(observation.contains("saved as .tessera/results/turn-3-file_read.txt"));
+    let saved = std::fs::read_to_string(dir.path().join(".tessera/results/turn-3-file_read.txt")).unwrap();
     assert!(saved.starts_with("big.txt: lines 1-") && saved.contains("line 01000") && saved.len() > 50_000);
-    assert!(last_message(&bodies[4]).contains("characters omitted"));
+    assert!(last_message(&bodies[3]).contains("characters omitted"));
 }
 
 #[test]
@@ -379,7 +392,7 @@ fn runs_end_on_repeated_no_calls_and_at_the_step_limit() {
     answers.extend([text("hmm"), text("well"), text("so")]);
     let (report, bodies) = run_script(dir.path(), answers, config("t"));
     assert_eq!(report.unwrap().stop, StopReason::NoCall { misses: MAX_MISSES });
-    assert!(last_message(&bodies[5])
+    assert!(last_message(&bodies[4])
         .starts_with("[harness] no tool call was made (finish reason: stop); call one of: file_read"));
 
     let mut answers = opening(r#"{"mode":"simple"}"#);
@@ -440,16 +453,16 @@ fn a_long_unknown_tool_name_is_never_a_path() {
     let dir = workspace(&[]);
     let name = format!("/../../x{}", "/.".repeat(4000));
     let mut answers = opening(r#"{"mode":"simple"}"#);
-    answers.extend([call(&name, json!({})), call("finish", json!({"summary": "x"}))]);
+    answers.extend([call(&name, json!({})), finish_why()]);
     let (report, _) = run_script(dir.path(), answers, config("t"));
     let report = report.unwrap();
-    let result = &report.turns[3].calls[0].result;
+    let result = &report.turns[2].calls[0].result;
     assert!(result.contains("is not allowed in this step"));
     assert!(
-        result.contains("turn-4-unknown.txt"),
+        result.contains("turn-3-unknown.txt"),
         "the saved result is named after no model text"
     );
-    assert!(dir.path().join(".tessera/results/turn-4-unknown.txt").is_file());
+    assert!(dir.path().join(".tessera/results/turn-3-unknown.txt").is_file());
 }
 
 #[test]
@@ -457,7 +470,8 @@ fn finish_is_validated_and_ends_the_answer() {
     let dir = workspace(&[]);
     let mut answers = opening(r#"{"mode":"simple"}"#);
     answers.push(call("finish", json!({})));
-    let mut both = call("finish", json!({"summary": "done"}));
+    let summary = "done: the scripted task needs no action";
+    let mut both = call("finish", json!({"summary": summary}));
     both.calls.push(ChatCall {
         id: "late".into(),
         name: "file_write".into(),
@@ -465,41 +479,54 @@ fn finish_is_validated_and_ends_the_answer() {
     });
     answers.push(both);
     let (report, bodies) = run_script(dir.path(), answers, config("t"));
-    assert_eq!(report.unwrap().stop, StopReason::Finished { summary: "done".into() });
+    assert_eq!(
+        report.unwrap().stop,
+        StopReason::Finished {
+            summary: summary.into()
+        }
+    );
     assert!(
-        last_message(&bodies[4]).contains("summary"),
+        last_message(&bodies[3]).contains("summary"),
         "{}",
-        last_message(&bodies[4])
+        last_message(&bodies[3])
     );
     assert!(!dir.path().join("late.txt").exists(), "calls after finish do not run");
 }
 
 #[test]
-fn a_users_todo_is_kept_and_a_given_up_step_is_not_ticked() {
+fn a_users_todo_is_kept_and_the_harness_never_ticks_for_the_model() {
     let dir = workspace(&[("todo.md", "- [ ] my own item\n")]);
     let mut answers = opening(r#"{"mode":"simple"}"#);
-    answers.push(call("finish", json!({"summary": "x"})));
+    answers.push(finish_why());
     let (_, bodies) = run_script(dir.path(), answers, config("t"));
-    assert!(last_message(&bodies[3]).is_empty() || !last_message(&bodies[3]).contains("# Plan"));
+    assert!(last_message(&bodies[2]).is_empty() || !last_message(&bodies[2]).contains("# Plan"));
     assert_eq!(
         std::fs::read_to_string(dir.path().join("todo.md")).unwrap(),
         "- [ ] my own item\n"
     );
     assert!(
-        last_message(&bodies[3]).ends_with("[todo.md]\n- [ ] my own item"),
+        last_message(&bodies[2]).ends_with("[todo.md]\n- [ ] my own item"),
         "{}",
-        last_message(&bodies[3])
+        last_message(&bodies[2])
     );
 
     let dir = workspace(&[]);
-    let mut answers = opening(r#"{"mode":"complex","plan":["Read a.md","Write b.md"]}"#);
-    answers.extend((0..crate::policy::STEP_ATTEMPTS).map(|_| call("file_read", json!({"path": "a.md"}))));
-    let (report, _) = run_script(dir.path(), answers, config("t"));
+    let mut answers = opening(r#"{"mode":"complex","plan":["Read a.md","Open site/index.html in the browser"]}"#);
+    answers.extend((0..STEP_CALLS).map(|_| call("file_read", json!({"path": "a.md"}))));
+    let (report, bodies) = run_script(dir.path(), answers, config("t"));
     report.unwrap_err(); // the script runs out of answers
     let todo = std::fs::read_to_string(dir.path().join("todo.md")).unwrap();
     assert!(
         todo.contains("- [ ] Read a.md"),
-        "a step given up is not ticked: {todo}"
+        "a step the model did not tick stays open: {todo}"
+    );
+    assert!(
+        !allowed(&bodies[STEP_CALLS + 1]).contains(&"browser_open"),
+        "still step 1"
+    );
+    assert!(
+        allowed(&bodies[STEP_CALLS + 2]).contains(&"browser_open"),
+        "moved on to step 2 after its calls"
     );
 }
 
@@ -510,7 +537,7 @@ fn a_valid_call_closed_by_the_token_limit_is_not_run() {
     // A masking server closes a cut call validly: its content is still where the budget ran out.
     let mut cut = call("file_write", json!({"path": "a.md", "content": "half a senten"}));
     cut.finish_reason = "length".into();
-    answers.extend([cut, call("finish", json!({"summary": "done"}))]);
+    answers.extend([cut, finish_why()]);
     let (report, bodies) = run_script(dir.path(), answers, config("t"));
     report.unwrap();
     assert_eq!(
@@ -522,5 +549,19 @@ fn a_valid_call_closed_by_the_token_limit_is_not_run() {
         last_message(bodies.last().unwrap()).contains("the call to `file_write` was cut off by the token limit"),
         "{}",
         last_message(bodies.last().unwrap())
+    );
+}
+
+#[test]
+fn finishing_before_acting_needs_a_reason() {
+    let dir = workspace(&[]);
+    let mut answers = opening(r#"{"mode":"simple"}"#);
+    answers.extend([call("finish", json!({"summary": "done"})), finish_why()]);
+    let (report, bodies) = run_script(dir.path(), answers, config("t"));
+    assert!(matches!(report.unwrap().stop, StopReason::Finished { .. }));
+    assert!(
+        last_message(&bodies[3]).contains("nothing has been done yet"),
+        "{}",
+        last_message(&bodies[3])
     );
 }
