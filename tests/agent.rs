@@ -82,6 +82,10 @@ fn assert_calls_valid(transcript: &Path) -> usize {
     checked
 }
 
+/// Tokens per K/V block of the engine these tests run (a finished sequence's
+/// last, partial block is not kept in the prefix cache).
+const BLOCK_TOKENS: usize = tessera_kv::DEFAULT_BLOCK_SIZE;
+
 fn assert_phases(report: &RunReport) {
     // No reply turn: the run starts by planning. The plan is forced until a
     // create_plan call completes; one cut off by the token limit is answered
@@ -147,6 +151,17 @@ fn example_tasks_end_cleanly_with_valid_calls_and_a_warm_prefix() {
             "token-weighted hit rate from turn 2 is {:.1}% (< 90%)",
             rate * 100.0
         );
+        // The history replays the model's own tokens: each turn misses only its
+        // new tokens, plus at most the previous sequence's last partial block.
+        for turn in report.turns.iter().filter(|t| t.new_tokens.is_some()) {
+            let missed = turn.prompt_tokens - turn.cached_tokens;
+            let new = turn.new_tokens.unwrap_or(0);
+            assert!(
+                missed <= new + BLOCK_TOKENS,
+                "turn {} missed {missed} tokens, {new} of them new",
+                turn.turn
+            );
+        }
         match &report.stop {
             StopReason::Finished { .. } | StopReason::StepLimit { .. } | StopReason::NoCall { .. } => {}
         }
@@ -156,6 +171,21 @@ fn example_tasks_end_cleanly_with_valid_calls_and_a_warm_prefix() {
         let written = std::fs::read_to_string(notes.path().join("out.txt")).unwrap_or_default();
         eprintln!("out.txt after finish: {written:?}");
     }
+    // The planner's prompt is stable: the second task's planner request
+    // reuses the first's system prompt.
+    let planner = |report: &RunReport| {
+        report
+            .turns
+            .iter()
+            .find(|t| t.kind == tessera_agent::transcript::RequestKind::Planner)
+            .map(|t| t.cached_tokens)
+            .unwrap_or(0)
+    };
+    assert!(
+        planner(&second) >= 64,
+        "the second planner request cached {} tokens",
+        planner(&second)
+    );
     // The second task shares the system prompt and tool list: its first
     // request is served mostly from the first task's cache.
     let first_of_second = &second.turns[0];

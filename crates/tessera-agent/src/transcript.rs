@@ -67,6 +67,14 @@ pub struct TurnRecord {
     pub compacted: bool,
     /// Sampling temperature of the request.
     pub temperature: f32,
+    /// Agent turns after the first (not right after a compaction or a reply
+    /// cut by the token limit, which stays out of the history): the
+    /// prompt tokens beyond the previous agent request's prompt and reply,
+    /// which no cache can hold (the new observation and the template's
+    /// wrapper). With the history replayed token for token, the turn's misses
+    /// (`prompt_tokens - cached_tokens`) exceed this only by the previous
+    /// sequence's last partial K/V block.
+    pub new_tokens: Option<usize>,
 }
 
 /// Appends records to the transcript file.
@@ -119,32 +127,53 @@ impl Transcript {
 }
 
 /// Token-weighted share of prompt tokens served from the cache, over the
-/// requests after the first (the first one is cold by construction).
+/// agent requests after the first (the first one is cold by construction;
+/// the planner's requests have their own prompt and rate, see
+/// [`planner_hit_rate`]).
 pub fn hit_rate_from_turn_2(turns: &[TurnRecord]) -> Option<f64> {
-    let (cached, prompt) = turns
-        .iter()
-        .filter(|t| t.turn >= 2)
-        .fold((0, 0), |(c, p), t| (c + t.cached_tokens, p + t.prompt_tokens));
+    weighted(turns.iter().filter(|t| t.kind == RequestKind::Agent).skip(1))
+}
+
+/// Token-weighted cache hit rate of the planner's requests.
+pub fn planner_hit_rate(turns: &[TurnRecord]) -> Option<f64> {
+    weighted(turns.iter().filter(|t| t.kind == RequestKind::Planner))
+}
+
+fn weighted<'t>(turns: impl Iterator<Item = &'t TurnRecord>) -> Option<f64> {
+    let (cached, prompt) = turns.fold((0, 0), |(c, p), t| (c + t.cached_tokens, p + t.prompt_tokens));
     (prompt > 0).then(|| cached as f64 / prompt as f64)
+}
+
+/// Over the agent turns that have [`TurnRecord::new_tokens`]: the prompt
+/// tokens missed beyond each turn's new tokens, and the turns counted.
+pub fn misses_beyond_new_tokens(turns: &[TurnRecord]) -> (usize, usize) {
+    turns
+        .iter()
+        .filter_map(|t| Some(t.prompt_tokens - t.cached_tokens.min(t.prompt_tokens)).zip(t.new_tokens))
+        .fold((0, 0), |(extra, n), (missed, new)| {
+            (extra + missed.saturating_sub(new), n + 1)
+        })
 }
 
 /// The per-turn table: prompt tokens, cached tokens, hit rate, TTFT, action.
 pub fn table(turns: &[TurnRecord]) -> String {
     let mut text = format!(
-        "{:>4}  {:<9} {:>7} {:>7} {:>6} {:>9}  {}\n",
-        "turn", "phase", "prompt", "cached", "hit", "TTFT ms", "action"
+        "{:>4}  {:<9} {:>7} {:>7} {:>5} {:>6} {:>9}  {}\n",
+        "turn", "phase", "prompt", "cached", "new", "hit", "TTFT ms", "action"
     );
     for t in turns {
         let hit = match t.prompt_tokens {
             0 => "-".to_string(),
             p => format!("{:.1}%", 100.0 * t.cached_tokens as f64 / p as f64),
         };
+        let new = t.new_tokens.map_or("-".to_string(), |n| n.to_string());
         text.push_str(&format!(
-            "{:>4}  {:<9} {:>7} {:>7} {:>6} {:>9.0}  {}\n",
+            "{:>4}  {:<9} {:>7} {:>7} {:>5} {:>6} {:>9.0}  {}\n",
             t.turn,
             t.phase,
             t.prompt_tokens,
             t.cached_tokens,
+            new,
             hit,
             t.ttft_ms,
             action(t)
@@ -153,6 +182,18 @@ pub fn table(turns: &[TurnRecord]) -> String {
     if let Some(rate) = hit_rate_from_turn_2(turns) {
         text.push_str(&format!(
             "cache hit rate from turn 2, token-weighted: {:.1}%\n",
+            100.0 * rate
+        ));
+    }
+    let (extra, counted) = misses_beyond_new_tokens(turns);
+    if counted > 0 {
+        text.push_str(&format!(
+            "tokens missed beyond each turn's new ones: {extra} over {counted} turns\n"
+        ));
+    }
+    if let Some(rate) = planner_hit_rate(turns) {
+        text.push_str(&format!(
+            "planner cache hit rate, token-weighted: {:.1}%\n",
             100.0 * rate
         ));
     }
@@ -202,6 +243,7 @@ mod tests {
             }],
             compacted: false,
             temperature: 0.0,
+            new_tokens: None,
         }
     }
 
@@ -216,6 +258,33 @@ mod tests {
             "{table}"
         );
         assert!(table.contains("file_read {\"path\":\"a\"} → error"));
+    }
+
+    #[test]
+    fn the_planner_is_reported_apart_and_misses_are_measured_against_new_tokens() {
+        let planner = TurnRecord {
+            kind: RequestKind::Planner,
+            ..record(2, 150, 4)
+        };
+        let mut third = record(3, 1200, 1060);
+        third.new_tokens = Some(130);
+        let turns = [record(1, 1000, 0), planner, third];
+        assert_eq!(
+            hit_rate_from_turn_2(&turns),
+            Some(1060.0 / 1200.0),
+            "the planner's cold prompt is apart"
+        );
+        assert_eq!(planner_hit_rate(&turns), Some(4.0 / 150.0));
+        assert_eq!(misses_beyond_new_tokens(&turns), (10, 1), "140 missed, 130 of them new");
+        let table = table(&turns);
+        assert!(
+            table.contains("planner cache hit rate, token-weighted: 2.7%"),
+            "{table}"
+        );
+        assert!(
+            table.contains("tokens missed beyond each turn's new ones: 10 over 1 turns"),
+            "{table}"
+        );
     }
 
     #[test]

@@ -54,12 +54,12 @@ fn opening(plan: &str) -> Vec<ChatOutcome> {
     vec![call("create_plan", json!({"goal": "do it"})), text(plan)]
 }
 
-/// `finish` before anything was done: its summary says why.
-fn finish_why() -> ChatOutcome {
-    call(
-        "finish",
-        json!({"summary": "nothing more can be done in this scripted run"}),
-    )
+/// One successful action (`finish` is masked until the run has acted), then `finish`.
+fn act_then_finish(summary: &str) -> [ChatOutcome; 2] {
+    [
+        call("file_list", json!({})),
+        call("finish", json!({"summary": summary})),
+    ]
 }
 
 fn run_script(
@@ -177,7 +177,7 @@ fn the_planner_is_retried_with_the_error_then_given_up() {
         text(r#"{"mode":"complex","plan":["one"]}"#),
         text(r#"{"mode":"simple"}"#),
     ]);
-    answers.push(finish_why());
+    answers.extend(act_then_finish("done"));
     let (report, bodies) = run_script(dir.path(), answers, config("t"));
     let report = report.unwrap();
     let retry = bodies[2]["messages"][1]["content"].as_str().unwrap();
@@ -198,15 +198,16 @@ fn the_planner_is_retried_with_the_error_then_given_up() {
     assert_eq!(verdicts, vec![false, false, true]);
 
     let mut answers = opening("{}");
-    answers.extend([text("{}"), text("{}"), finish_why()]);
+    answers.extend([text("{}"), text("{}")]);
+    answers.extend(act_then_finish("x"));
     let (report, bodies) = run_script(dir.path(), answers, config("t"));
     assert!(matches!(report.unwrap().stop, StopReason::Finished { .. }));
     assert!(
         last_message(&bodies[4]).starts_with("The planner failed 3 times (last error: missing string field `mode`)")
     );
     assert!(
-        allowed(&bodies[4]).contains(&"finish"),
-        "without a plan the agent acts freely"
+        allowed(&bodies[5]).contains(&"finish"),
+        "without a plan the agent acts freely (finish once it has acted)"
     );
 }
 
@@ -218,7 +219,8 @@ fn errors_stay_in_and_disallowed_calls_are_refused() {
         call("file_read", json!({"path": "missing.md"})),
         call("shell_exec", json!({"command": "ls"})),
         call("file_read", json!({"path": "../etc/passwd"})),
-        finish_why(),
+        call("file_list", json!({})),
+        call("finish", json!({"summary": "gave up"})),
     ]);
     let (report, bodies) = run_script(dir.path(), answers, config("t"));
     report.unwrap();
@@ -453,7 +455,8 @@ fn a_long_unknown_tool_name_is_never_a_path() {
     let dir = workspace(&[]);
     let name = format!("/../../x{}", "/.".repeat(4000));
     let mut answers = opening(r#"{"mode":"simple"}"#);
-    answers.extend([call(&name, json!({})), finish_why()]);
+    answers.push(call(&name, json!({})));
+    answers.extend(act_then_finish("x"));
     let (report, _) = run_script(dir.path(), answers, config("t"));
     let report = report.unwrap();
     let result = &report.turns[2].calls[0].result;
@@ -469,8 +472,8 @@ fn a_long_unknown_tool_name_is_never_a_path() {
 fn finish_is_validated_and_ends_the_answer() {
     let dir = workspace(&[]);
     let mut answers = opening(r#"{"mode":"simple"}"#);
-    answers.push(call("finish", json!({})));
-    let summary = "done: the scripted task needs no action";
+    answers.extend([call("file_list", json!({})), call("finish", json!({}))]);
+    let summary = "done";
     let mut both = call("finish", json!({"summary": summary}));
     both.calls.push(ChatCall {
         id: "late".into(),
@@ -486,9 +489,9 @@ fn finish_is_validated_and_ends_the_answer() {
         }
     );
     assert!(
-        last_message(&bodies[3]).contains("summary"),
+        last_message(&bodies[4]).contains("summary"),
         "{}",
-        last_message(&bodies[3])
+        last_message(&bodies[4])
     );
     assert!(!dir.path().join("late.txt").exists(), "calls after finish do not run");
 }
@@ -497,7 +500,7 @@ fn finish_is_validated_and_ends_the_answer() {
 fn a_users_todo_is_kept_and_the_harness_never_ticks_for_the_model() {
     let dir = workspace(&[("todo.md", "- [ ] my own item\n")]);
     let mut answers = opening(r#"{"mode":"simple"}"#);
-    answers.push(finish_why());
+    answers.extend(act_then_finish("x"));
     let (_, bodies) = run_script(dir.path(), answers, config("t"));
     assert!(last_message(&bodies[2]).is_empty() || !last_message(&bodies[2]).contains("# Plan"));
     assert_eq!(
@@ -537,7 +540,8 @@ fn a_valid_call_closed_by_the_token_limit_is_not_run() {
     // A masking server closes a cut call validly: its content is still where the budget ran out.
     let mut cut = call("file_write", json!({"path": "a.md", "content": "half a senten"}));
     cut.finish_reason = "length".into();
-    answers.extend([cut, finish_why()]);
+    answers.push(cut);
+    answers.extend(act_then_finish("done"));
     let (report, bodies) = run_script(dir.path(), answers, config("t"));
     report.unwrap();
     assert_eq!(
@@ -545,23 +549,28 @@ fn a_valid_call_closed_by_the_token_limit_is_not_run() {
         "x\n",
         "not written"
     );
+    // The next request (bodies[3]) tells the model why.
     assert!(
-        last_message(bodies.last().unwrap()).contains("the call to `file_write` was cut off by the token limit"),
+        last_message(&bodies[3]).contains("the call to `file_write` was cut off by the token limit"),
         "{}",
-        last_message(bodies.last().unwrap())
+        last_message(&bodies[3])
     );
 }
 
 #[test]
-fn finishing_before_acting_needs_a_reason() {
+fn finish_waits_until_the_run_has_acted() {
     let dir = workspace(&[]);
     let mut answers = opening(r#"{"mode":"simple"}"#);
-    answers.extend([call("finish", json!({"summary": "done"})), finish_why()]);
+    // A server that does not mask: the harness refuses the early finish itself.
+    answers.push(call("finish", json!({"summary": "done"})));
+    answers.extend(act_then_finish("done"));
     let (report, bodies) = run_script(dir.path(), answers, config("t"));
     assert!(matches!(report.unwrap().stop, StopReason::Finished { .. }));
+    assert!(!allowed(&bodies[2]).contains(&"finish"), "masked before any action");
     assert!(
-        last_message(&bodies[3]).contains("nothing has been done yet"),
+        last_message(&bodies[3]).contains("`finish` is not allowed in this step (act)"),
         "{}",
         last_message(&bodies[3])
     );
+    assert!(allowed(&bodies[4]).contains(&"finish"), "allowed once a call succeeded");
 }
