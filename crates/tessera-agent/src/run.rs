@@ -27,8 +27,6 @@ you see todo.md, the task's checklist. When the task is done, call finish with a
 pub const RUT_TEMPERATURE: f32 = 0.8;
 /// Turns in a row without a call before the run gives up.
 pub const MAX_MISSES: usize = 3;
-/// Longest task copied into the first `todo.md`, in characters.
-pub const TODO_TASK_CHARS: usize = 1_000;
 /// Longest `todo.md` recited after an observation, in characters.
 pub const TODO_RECITE_CHARS: usize = 2_000;
 

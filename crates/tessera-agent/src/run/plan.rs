@@ -52,19 +52,16 @@ impl Agent<'_> {
             ));
         }
         text.push_str(&format_plan(&plan, self.config.allow_shell));
-        // todo.md starts as the plan's checklist (or the task itself), recited
-        // after every result from now on.
-        let todo = match &plan {
-            Plan::Complex(steps) => steps.iter().map(|s| format!("- [ ] {}\n", s.text)).collect(),
-            Plan::Simple => {
-                let task: String = self.config.task.trim().chars().take(TODO_TASK_CHARS).collect();
-                format!("- [ ] {task}\n")
-            }
-        };
-        // A todo.md the user left in the workspace is theirs: never overwritten.
-        if self.todo().is_none_or(|t| t.trim().is_empty()) {
-            if let Err(error) = self.write_todo(&format!("# Plan\n{todo}")) {
-                text.push_str(&format!("\n(todo.md could not be written: {error})"));
+        // A complex plan's checklist becomes todo.md, recited after every
+        // result from now on and ticked by the model. A simple plan has none:
+        // the task alone, recited, was copied into files by a 1.5B model.
+        if let Plan::Complex(steps) = &plan {
+            let todo: String = steps.iter().map(|s| format!("- [ ] {}\n", s.text)).collect();
+            // A todo.md the user left in the workspace is theirs: never overwritten.
+            if self.todo().is_none_or(|t| t.trim().is_empty()) {
+                if let Err(error) = self.write_todo(&format!("# Plan\n{todo}")) {
+                    text.push_str(&format!("\n(todo.md could not be written: {error})"));
+                }
             }
         }
         let summary = match &plan {

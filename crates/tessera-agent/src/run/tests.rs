@@ -290,6 +290,10 @@ fn repeated_results_are_worded_apart_and_a_rut_raises_the_temperature() {
         .map(|m| m["content"].as_str().unwrap())
         .collect();
     assert_eq!(results.len(), 3);
+    assert!(
+        !dir.path().join("todo.md").exists(),
+        "a simple plan writes no todo (a small model copied the recited task into files)"
+    );
     assert!(results[0].starts_with("a.md: lines"));
     assert!(results[1].starts_with("(same result as an earlier call) a.md"));
     assert!(results[2].starts_with("(unchanged from before) a.md"));
