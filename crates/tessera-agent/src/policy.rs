@@ -31,8 +31,20 @@ pub const CALL_TOKENS: usize = 512;
 /// `todo_write` calls in a row after which it is masked until another tool
 /// is called (a 1.5B model rewrote the same todo until the step limit).
 pub const TODO_STREAK: usize = 2;
+/// Failures in a row of one tool after which it is masked for a turn (a
+/// 1.5B model called `browser_open` on a missing file nine times).
+pub const FAILURE_STREAK: usize = 2;
 /// Tools that only read or find, allowed in every plan step.
 pub const READING_TOOLS: [&str; 4] = ["file_read", "file_list", "file_search", "browser_find"];
+
+/// Why the policy left a plan step its model had not ticked.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StepLeft {
+    /// A call in the next step's family succeeded: that step's work began.
+    NextStepBegun,
+    /// [`STEP_CALLS`] calls were made in it.
+    OutOfCalls,
+}
 
 /// Where the run is.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -61,6 +73,8 @@ pub struct Policy {
     acted: bool,
     /// `todo_write` calls in a row.
     todo_streak: usize,
+    /// The last call's tool when it failed, and how many times in a row.
+    failing: Option<(String, usize)>,
 }
 
 impl Policy {
@@ -72,6 +86,7 @@ impl Policy {
             allow_shell,
             acted: false,
             todo_streak: 0,
+            failing: None,
         }
     }
 
@@ -100,11 +115,17 @@ impl Policy {
     }
 
     /// Tool names the model may call now (`todo_write` aside after
-    /// [`TODO_STREAK`] of them in a row).
+    /// [`TODO_STREAK`] of them in a row, a tool that failed
+    /// [`FAILURE_STREAK`] times in a row aside for a turn).
     pub fn allowed(&self) -> Vec<&'static str> {
         let mut names = self.phase_tools();
         if self.todo_streak >= TODO_STREAK {
             names.retain(|&name| name != "todo_write");
+        }
+        if let Some((failing, times)) = &self.failing {
+            if *times >= FAILURE_STREAK && names.len() > 1 {
+                names.retain(|name| name != failing);
+            }
         }
         names
     }
@@ -113,8 +134,10 @@ impl Policy {
         let families: Vec<Family> = match &self.phase {
             Phase::Plan => vec![Family::Plan],
             Phase::Step { index, .. } => {
+                // The next step's family too: its work may begin before this step is ticked.
+                let next = self.steps.get(index + 1).map_or(&[][..], |s| s.family.tool_names());
                 let mut names: Vec<&'static str> = self.steps[*index].family.tool_names().to_vec();
-                for name in READING_TOOLS.into_iter().chain(["todo_write"]) {
+                for &name in next.iter().chain(&READING_TOOLS).chain(&["todo_write"]) {
                     if !names.contains(&name) {
                         names.push(name);
                     }
@@ -173,9 +196,10 @@ impl Policy {
     }
 
     /// A call was made; `ok` when it succeeded. Returns the plan step the
-    /// harness moved on from without a tick, if this call used up its
-    /// [`STEP_CALLS`].
-    pub fn after_call(&mut self, name: &str, ok: bool) -> Option<usize> {
+    /// harness moved on from without a tick, and why: this call began the
+    /// next step's work (a success in the next step's family, when that
+    /// differs from this one's), or used up the step's [`STEP_CALLS`].
+    pub fn after_call(&mut self, name: &str, ok: bool) -> Option<(usize, StepLeft)> {
         if ok && !matches!(name, "todo_write" | "create_plan" | "finish") {
             self.acted = true;
         }
@@ -183,16 +207,32 @@ impl Policy {
             "todo_write" => self.todo_streak + 1,
             _ => 0,
         };
+        self.failing = match (ok, self.failing.take()) {
+            (true, _) => None,
+            // Masked for one turn: after that turn the count starts again.
+            (false, Some((last, times))) if last == name && times < FAILURE_STREAK => Some((last, times + 1)),
+            (false, _) => Some((name.to_string(), 1)),
+        };
         let Phase::Step { index, calls } = self.phase else {
             return None;
         };
+        let next_family = self.steps.get(index + 1).map(|s| s.family);
+        let began_next = ok
+            && next_family.is_some_and(|family| family != self.steps[index].family && Family::of(name) == Some(family));
+        if began_next {
+            self.phase = Phase::Step {
+                index: index + 1,
+                calls: 1,
+            };
+            return Some((index, StepLeft::NextStepBegun));
+        }
         let calls = calls + 1;
         if calls < STEP_CALLS {
             self.phase = Phase::Step { index, calls };
             return None;
         }
         self.phase = self.step_after(index, &[]);
-        Some(index)
+        Some((index, StepLeft::OutOfCalls))
     }
 
     /// `todo.md` was rewritten; `ticked[i]` when plan step `i` is ticked in
@@ -254,11 +294,12 @@ mod tests {
                 "browser_find",
                 "browser_follow",
                 "file_read",
+                "file_write",
                 "file_list",
                 "file_search",
                 "todo_write"
             ],
-            "browsing is open, find and follow, and reading to find things first"
+            "browsing is open, find and follow; the next step's file tools; reading to find things first"
         );
         assert_eq!(policy.tool_choice()["allowed_tools"]["mode"], "required");
         assert_eq!(
@@ -318,7 +359,11 @@ mod tests {
         for _ in 1..STEP_CALLS {
             assert_eq!(policy.after_call("file_read", true), None);
         }
-        assert_eq!(policy.after_call("file_read", false), Some(2), "moved on, not ticked");
+        assert_eq!(
+            policy.after_call("file_read", false),
+            Some((2, StepLeft::OutOfCalls)),
+            "moved on, not ticked"
+        );
         assert_eq!(policy.phase(), &Phase::Act);
     }
 
@@ -347,5 +392,42 @@ mod tests {
         assert!(!policy.allowed().contains(&"todo_write"), "two in a row: act now");
         policy.after_call("file_read", true);
         assert!(policy.allowed().contains(&"todo_write"));
+    }
+
+    #[test]
+    fn a_tool_failing_twice_in_a_row_is_masked_for_a_turn() {
+        let mut policy = Policy::new(false);
+        policy.after_plan(&Plan::Simple);
+        policy.after_call("browser_open", false);
+        assert!(policy.allowed().contains(&"browser_open"));
+        policy.after_call("browser_open", false);
+        assert!(!policy.allowed().contains(&"browser_open"), "two failures in a row");
+        policy.after_call("file_write", true);
+        assert!(policy.allowed().contains(&"browser_open"), "back once another call ran");
+    }
+
+    #[test]
+    fn beginning_the_next_steps_work_moves_the_policy_on() {
+        let mut policy = Policy::new(false);
+        policy.after_plan(&Plan::Complex(vec![
+            step("open the page", Family::Browser),
+            step("write the word", Family::File),
+            step("open another", Family::Browser),
+        ]));
+        assert!(
+            policy.allowed().contains(&"file_write"),
+            "the next step's work is allowed"
+        );
+        assert_eq!(policy.after_call("file_write", false), None, "a failure begins nothing");
+        assert_eq!(
+            policy.after_call("file_write", true),
+            Some((0, StepLeft::NextStepBegun))
+        );
+        assert_eq!(policy.label(), "step 2/3");
+        assert_eq!(
+            policy.after_call("file_read", true),
+            None,
+            "the same family stays in its step"
+        );
     }
 }

@@ -9,7 +9,7 @@ use crate::config::AgentConfig;
 use crate::context::Context;
 use crate::journal::Journal;
 use crate::planner::{format_plan, parse_plan, planner_request, Plan, MAX_ATTEMPTS};
-use crate::policy::{Phase, Policy, STEP_CALLS};
+use crate::policy::{Phase, Policy, StepLeft, STEP_CALLS};
 use crate::tools::{check_arguments, definitions, Family, Toolbox, HARNESS_DIR};
 use crate::transcript::{CallRecord, RequestKind, Transcript, TurnRecord};
 use crate::AgentError;
@@ -358,12 +358,14 @@ impl Agent<'_> {
 
     /// The policy counts a call; a step left unticked past its calls is journaled.
     fn after_call(&mut self, name: &str, ok: bool) {
-        if let Some(step) = self.policy.after_call(name, ok) {
+        if let Some((step, why)) = self.policy.after_call(name, ok) {
             let text = &self.policy.steps()[step].text;
-            self.journal.record(format!(
-                "step {} left open after {STEP_CALLS} calls without a tick: {text}",
-                step + 1
-            ));
+            let why = match why {
+                StepLeft::NextStepBegun => "the next step's work began".to_string(),
+                StepLeft::OutOfCalls => format!("{STEP_CALLS} calls without a tick"),
+            };
+            self.journal
+                .record(format!("step {} left open ({why}): {text}", step + 1));
         }
     }
 
