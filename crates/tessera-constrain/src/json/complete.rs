@@ -88,23 +88,12 @@ impl JsonMachine<'_> {
         shortest: &Shortest,
         memo: &mut CompletionMemo,
     ) -> Option<Vec<u8>> {
-        let Lex::Many(set) = state.lex else {
-            return None;
-        };
-        let threads = self.stacks.sets[set as usize].clone();
-        let mut own: Vec<Vec<u8>> = threads
-            .into_iter()
-            .filter_map(|thread| self.completion(thread, shortest, memo))
-            .collect();
-        own.sort_by_key(Vec::len);
+        let own = self.own_completions(state, shortest, memo);
         if !self.contested(state) {
             return own.into_iter().next();
         }
-        for bytes in own {
-            let end = bytes.iter().try_fold(state, |s, &byte| self.step(s, byte));
-            if end.is_some_and(|end| self.is_complete(end)) {
-                return Some(bytes);
-            }
+        if let Some(bytes) = self.first_accepted(state, own) {
+            return Some(bytes);
         }
         let (mut bytes, out) = self.search(state, Goal::Uncontested)?;
         bytes.extend(self.completion(out, shortest, memo)?);

@@ -21,7 +21,7 @@
 
 use super::machine::{JsonMachine, Next};
 use super::text::TextRules;
-use super::{CompletionMemo, Frame, JsonState, Lex, StackId};
+use super::{CompletionMemo, Frame, JsonState, Lex, Shortest, StackId};
 use crate::schema::{Node, NodeId};
 use std::collections::HashSet;
 
@@ -216,17 +216,36 @@ impl JsonMachine<'_> {
     /// Whether one of the threads' own shortest completions is accepted by
     /// the whole state (exactly one alternative); its states are then live.
     fn cleared_by_completion(&mut self, state: JsonState) -> bool {
-        let (Some(shortest), Lex::Many(set)) = (self.shortest, state.lex) else {
+        let Some(shortest) = self.shortest else {
             return false;
         };
-        let mut memo = CompletionMemo::default();
-        let threads = self.stacks.sets[set as usize].clone();
+        let own = self.own_completions(state, shortest, &mut CompletionMemo::default());
+        self.first_accepted(state, own).is_some()
+    }
+
+    /// The shortest completion of each thread of `state` alone, shortest first.
+    pub(super) fn own_completions(
+        &mut self,
+        state: JsonState,
+        shortest: &Shortest,
+        memo: &mut CompletionMemo,
+    ) -> Vec<Vec<u8>> {
+        let threads = match state.lex {
+            Lex::Many(set) => self.stacks.sets[set as usize].clone(),
+            _ => vec![state],
+        };
         let mut own: Vec<Vec<u8>> = threads
             .into_iter()
-            .filter_map(|thread| self.completion(thread, shortest, &mut memo))
+            .filter_map(|thread| self.completion(thread, shortest, memo))
             .collect();
         own.sort_by_key(Vec::len);
-        for bytes in own {
+        own
+    }
+
+    /// The first of `candidates` after which the whole `state` is complete
+    /// (exactly one alternative accepting); the states on its way are live.
+    pub(super) fn first_accepted(&mut self, state: JsonState, candidates: Vec<Vec<u8>>) -> Option<Vec<u8>> {
+        for bytes in candidates {
             let mut path = vec![state];
             for &byte in &bytes {
                 match self.step_raw(path[path.len() - 1], byte) {
@@ -238,10 +257,10 @@ impl JsonMachine<'_> {
                 for on_path in path {
                     self.stacks.live.insert(on_path, true);
                 }
-                return true;
+                return Some(bytes);
             }
         }
-        false
+        None
     }
 
     /// The bytes a search tries from `state`: [`SEARCH_BYTES`], then those that
