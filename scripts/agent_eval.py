@@ -7,6 +7,14 @@ harness's own `todo.md` and `.tessera/` aside).
 Prints one line per task (pass/fail, agent steps, cache hit rate from turn 2,
 seconds) and a summary line; `--json PATH` writes the same as JSON.
 Called by scripts/agent-eval.sh, which builds the binary first.
+
+`--oracle` measures the model instead of the harness: no agent, no plan, no
+search; each task is one request to `tessera serve` whose history is the task
+and a `file_read` of every file of its workspace (the best run up to the
+write), with a `file_write` call forced.
+The written file is checked exactly as the agent's. What the model fails here
+it cannot pass through any harness that keeps its answer as written: the
+oracle's pass count bounds the agent's.
 """
 
 import argparse
@@ -18,6 +26,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.request
 
 NOTES = "Buy green apples\nCall the plumber\nWater the plants\n"
 
@@ -206,6 +215,87 @@ def run_task(binary, model, task, max_steps, keep):
     }
 
 
+# The agent's system prompt and the two tools the oracle uses, as crates/tessera-agent defines them.
+ORACLE_SYSTEM = ("You are Tessera's offline agent. You do the user's task inside a workspace folder by calling "
+                 "tools, one call per turn. Paths are relative to the workspace root. After each tool result you "
+                 "see todo.md, the task's checklist. When the task is done, call finish with a one-line summary.")
+PATH_PARAM = {"type": "string", "description": "Path relative to the workspace root."}
+
+
+def tool(name, description, properties, required):
+    """An OpenAI function tool whose arguments are exactly `properties`."""
+    parameters = {"type": "object", "properties": properties, "required": required, "additionalProperties": False}
+    return {"type": "function", "function": {"name": name, "description": description, "parameters": parameters}}
+
+
+FILE_READ = tool("file_read", "Read a text file of the workspace, one page of lines at a time.", {
+    "path": PATH_PARAM,
+    "start_line": {"type": "integer", "description": "First line to show, 1 or more."},
+}, ["path"])
+FILE_WRITE = tool("file_write", "Create or replace a file; missing folders are created.", {
+    "path": PATH_PARAM,
+    "content": {"type": "string", "description": "The text to write."},
+    "append": {"type": "boolean", "description": "Add to the end instead of replacing."},
+}, ["path", "content"])
+
+
+def oracle_messages(task):
+    """The task, then a `file_read` of every workspace file with its result as the agent's tool renders it:
+    the best run up to the write, with no step wasted and nothing left unread."""
+    messages = [{"role": "system", "content": ORACLE_SYSTEM}, {"role": "user", "content": task["task"]}]
+    for i, (path, text) in enumerate(sorted(task["files"].items())):
+        lines = text.rstrip("\n").split("\n")
+        call_id = f"call_{i}"
+        arguments = json.dumps({"path": path})
+        messages.append({"role": "assistant", "content": None, "tool_calls": [
+            {"id": call_id, "type": "function", "function": {"name": "file_read", "arguments": arguments}}]})
+        result = f"{path}: lines 1-{len(lines)} of {len(lines)} (whole file)\n" + "\n".join(lines)
+        messages.append({"role": "tool", "tool_call_id": call_id, "content": result})
+    return messages
+
+
+def post(port, body):
+    request = urllib.request.Request(f"http://127.0.0.1:{port}/v1/chat/completions",
+                                     data=json.dumps(body).encode(), headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(request, timeout=600) as response:
+        return json.load(response)
+
+
+def run_oracle_task(port, task):
+    """One forced file_write after every file was read, applied to a copy of the workspace and checked."""
+    body = {"messages": oracle_messages(task),
+            "tools": [FILE_READ, FILE_WRITE], "tool_choice": {"type": "function", "function": {"name": "file_write"}},
+            "temperature": 0, "max_tokens": 512}
+    started = time.monotonic()
+    answer = post(port, body)
+    seconds = time.monotonic() - started
+    after = dict(task["files"])
+    call = answer["choices"][0]["message"]["tool_calls"][0]["function"]
+    arguments = json.loads(call["arguments"])
+    path = os.path.normpath(arguments["path"])
+    after[path] = (after.get(path, "") if arguments.get("append") else "") + arguments["content"]
+    failure = check(task, task["files"], after)
+    return {"task": task["name"], "passed": failure is None, "why": failure, "finished": True, "steps": 1,
+            "hit_rate_from_turn_2": None, "seconds": round(seconds, 1), "workspace": None,
+            "arguments": call["arguments"]}
+
+
+def start_server(binary, model, port):
+    server = subprocess.Popen([binary, "serve", "-m", model, "--port", str(port)],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 600
+    while time.monotonic() < deadline:
+        if server.poll() is not None:
+            raise SystemExit(f"agent-eval: tessera serve exited {server.returncode}: {server.stderr.read()[-2000:]}")
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=5):
+                return server
+        except OSError:
+            time.sleep(1)
+    server.kill()
+    raise SystemExit("agent-eval: tessera serve did not become healthy in 600 s")
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--binary", required=True, help="the tessera binary")
@@ -214,6 +304,9 @@ def main():
     parser.add_argument("--max-steps", type=int, default=12)
     parser.add_argument("--json", help="write the report here too")
     parser.add_argument("--keep", action="store_true", help="keep each workspace (paths in the report)")
+    parser.add_argument("--oracle", action="store_true",
+                        help="bound the agent: one forced file_write per task after every file was read")
+    parser.add_argument("--port", type=int, default=18093, help="the oracle's server port")
     args = parser.parse_args()
     tasks = TASKS
     if args.tasks:
@@ -225,18 +318,36 @@ def main():
         tasks = [t for t in TASKS if t["name"] in names]
     results = []
     print(f"{'task':<14} {'result':<6} {'steps':>5} {'hit':>6} {'seconds':>8}  why", flush=True)
-    for task in tasks:
-        r = run_task(args.binary, args.model, task, args.max_steps, args.keep)
-        results.append(r)
-        hit = "-" if r["hit_rate_from_turn_2"] is None else f"{100 * r['hit_rate_from_turn_2']:.1f}%"
-        print(f"{r['task']:<14} {'pass' if r['passed'] else 'FAIL':<6} {r['steps']:>5} {hit:>6} "
-              f"{r['seconds']:>8.1f}  {r['why'] or ''}", flush=True)
+    server = start_server(args.binary, args.model, args.port) if args.oracle else None
+    try:
+        for task in tasks:
+            if server:
+                r = run_oracle_task(args.port, task)
+            else:
+                r = run_task(args.binary, args.model, task, args.max_steps, args.keep)
+            results.append(r)
+            report_line(r)
+    finally:
+        if server:
+            server.terminate()
+            server.wait()
+    summarize(args, results)
+
+
+def report_line(r):
+    hit = "-" if r["hit_rate_from_turn_2"] is None else f"{100 * r['hit_rate_from_turn_2']:.1f}%"
+    print(f"{r['task']:<14} {'pass' if r['passed'] else 'FAIL':<6} {r['steps']:>5} {hit:>6} "
+          f"{r['seconds']:>8.1f}  {r['why'] or ''}", flush=True)
+
+
+def summarize(args, results):
     passed = sum(r["passed"] for r in results)
     steps = statistics.median(r["steps"] for r in results) if results else 0
     rates = [r["hit_rate_from_turn_2"] for r in results if r["hit_rate_from_turn_2"] is not None]
     mean_hit = statistics.mean(rates) if rates else None
     summary = {
         "model": args.model,
+        "oracle": args.oracle,
         "passed": passed,
         "tasks": len(results),
         "median_steps": steps,
@@ -245,7 +356,7 @@ def main():
     }
     hit_text = "-" if mean_hit is None else f"{100 * mean_hit:.1f}%"
     print(f"summary: {passed}/{len(results)} passed, median steps {steps}, mean hit rate from turn 2 "
-          f"{hit_text}, {summary['seconds']} s ({args.model})")
+          f"{hit_text}, {summary['seconds']} s ({args.model}{', oracle' if args.oracle else ''})")
     if args.json:
         with open(args.json, "w", encoding="utf-8") as f:
             json.dump({"summary": summary, "results": results}, f, indent=2)

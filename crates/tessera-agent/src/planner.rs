@@ -205,10 +205,11 @@ pub fn format_plan(plan: &Plan, allow_shell: bool) -> String {
         }
     };
     text.push_str("Execute now, one tool call per turn:\n");
-    text.push_str("- file steps: file_read, file_write, file_list, file_search\n");
-    text.push_str("- browser steps: browser_open, browser_find, browser_follow\n");
+    let tools = |family: Family| family.tool_names().join(", ");
+    text.push_str(&format!("- file steps: {}\n", tools(Family::File)));
+    text.push_str(&format!("- browser steps: {}\n", tools(Family::Browser)));
     if allow_shell {
-        text.push_str("- shell steps: shell_exec, shell_view\n");
+        text.push_str(&format!("- shell steps: {}\n", tools(Family::Shell)));
     } else {
         text.push_str("- shell steps: not allowed in this run\n");
     }

@@ -9,17 +9,28 @@
 //! ```
 //! A run starts by planning (`create_plan` forced). There is no reply turn:
 //! `tessera agent` runs one task with no user to read an acknowledgement, and
-//! a small model answered it with an empty message. During a plan step the
-//! model may use the step's family, the reading tools (a step often has to
-//! find its file or link first: browsing is open *and* find *and* follow),
-//! and `todo_write`; the step ends when the model ticks it in `todo.md`, not
-//! when some call succeeds (a search that found nothing achieved nothing).
-//! A model that never ticks is moved on after [`STEP_CALLS`] calls, the step
-//! left open. After the plan, every tool, `finish` once the run has acted
-//! (masked before: a 1.5B model called it first thing, and asked for a reason,
-//! parroted the harness's error back as one).
+//! a small model answered it with an empty message.
+//!
+//! What is allowed follows the run's work, not a step's words: the file tools
+//! always, the shell when `--allow-shell`, the browser when the task or its
+//! plan names pages, links or HTML (masked otherwise: a 1.5B model with
+//! nothing left to do walked the tool list into the browser), `todo_write`,
+//! and `finish` once the run has acted (masked before: a 1.5B model called it
+//! first thing). A plan step no longer narrows this by the family its words
+//! suggest: with Qwen2.5-Coder-1.5B that blocked the work itself (a browsing
+//! step masked the `file_write` of the answer it had just found; a step
+//! "search files in logs" masked the shell the task asked for).
+//!
+//! A plan step ends when the model ticks it (or a later step) in `todo.md`,
+//! not when some call succeeds (a search that found nothing achieved
+//! nothing); a model that never ticks is moved on after [`STEP_CALLS`] calls,
+//! the step left open. While a plan step is open, and until the run has
+//! changed the workspace, a call is required; after that the model may answer
+//! in words (or end its turn), and that ends the run like `finish` (a 1.5B
+//! model held to a call after its work was done walked the tool list, calling
+//! each tool in turn).
 
-use crate::planner::{Plan, PlanStep};
+use crate::planner::{step_family, Plan, PlanStep};
 use crate::tools::Family;
 use serde_json::{json, Value};
 
@@ -34,8 +45,6 @@ pub const TODO_STREAK: usize = 2;
 /// Failures in a row of one tool after which it is masked for a turn (a
 /// 1.5B model called `browser_open` on a missing file nine times).
 pub const FAILURE_STREAK: usize = 2;
-/// Tools that only read or find, allowed in every plan step.
-pub const READING_TOOLS: [&str; 4] = ["file_read", "file_list", "file_search", "browser_find"];
 
 /// Why the policy left a plan step its model had not ticked.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -68,9 +77,13 @@ pub struct Policy {
     phase: Phase,
     steps: Vec<PlanStep>,
     allow_shell: bool,
+    /// The task or its plan names pages, links or HTML: the browser is allowed.
+    browse: bool,
     /// A tool that acts on the workspace or reads it (not the plan, the todo
     /// or `finish`) has succeeded.
     acted: bool,
+    /// A call that changes the workspace (`file_write`, `shell_exec`) has succeeded.
+    changed: bool,
     /// `todo_write` calls in a row.
     todo_streak: usize,
     /// The last call's tool when it failed, and how many times in a row.
@@ -78,13 +91,15 @@ pub struct Policy {
 }
 
 impl Policy {
-    /// A run starts with its plan.
-    pub fn new(allow_shell: bool) -> Self {
+    /// A run of `task` starts with its plan.
+    pub fn new(allow_shell: bool, task: &str) -> Self {
         Self {
             phase: Phase::Plan,
             steps: Vec::new(),
             allow_shell,
+            browse: step_family(task, false) == Family::Browser,
             acted: false,
+            changed: false,
             todo_streak: 0,
             failing: None,
         }
@@ -133,32 +148,33 @@ impl Policy {
     fn phase_tools(&self) -> Vec<&'static str> {
         let families: Vec<Family> = match &self.phase {
             Phase::Plan => vec![Family::Plan],
-            Phase::Step { index, .. } => {
-                // The next step's family too: its work may begin before this step is ticked.
-                let next = self.steps.get(index + 1).map_or(&[][..], |s| s.family.tool_names());
-                let mut names: Vec<&'static str> = self.steps[*index].family.tool_names().to_vec();
-                for &name in next.iter().chain(&READING_TOOLS).chain(&["todo_write"]) {
-                    if !names.contains(&name) {
-                        names.push(name);
-                    }
-                }
-                return names;
-            }
-            Phase::Act => {
-                let mut all = vec![Family::File, Family::Browser, Family::Todo];
+            Phase::Step { .. } | Phase::Act => {
+                let mut work = vec![Family::File];
                 if self.allow_shell {
-                    all.insert(1, Family::Shell);
+                    work.push(Family::Shell);
                 }
+                if self.browse {
+                    work.push(Family::Browser);
+                }
+                work.push(Family::Todo);
                 if self.acted {
-                    all.push(Family::Finish);
+                    work.push(Family::Finish);
                 }
-                all
+                work
             }
         };
         families
             .into_iter()
             .flat_map(|f| f.tool_names().iter().copied())
             .collect()
+    }
+
+    /// Whether the next answer must be a call: always while planning, while
+    /// a plan step is open, and until the run has changed the workspace (a
+    /// 1.5B model left free after a mere read ended its turn there).
+    /// Otherwise an answer in words, or an empty end of turn, ends the run.
+    pub fn call_required(&self) -> bool {
+        !matches!(self.phase, Phase::Act) || !self.changed
     }
 
     /// `tool_choice` for the next request.
@@ -171,7 +187,8 @@ impl Policy {
                     .into_iter()
                     .map(|name| json!({"type": "function", "function": {"name": name}}))
                     .collect();
-                json!({"type": "allowed_tools", "allowed_tools": {"mode": "required", "tools": tools}})
+                let mode = if self.call_required() { "required" } else { "auto" };
+                json!({"type": "allowed_tools", "allowed_tools": {"mode": mode, "tools": tools}})
             }
         }
     }
@@ -183,6 +200,9 @@ impl Policy {
 
     /// The planner answered.
     pub fn after_plan(&mut self, plan: &Plan) {
+        if let Plan::Complex(steps) = plan {
+            self.browse |= steps.iter().any(|s| s.family == Family::Browser);
+        }
         match plan {
             Plan::Simple => {
                 self.steps.clear();
@@ -202,6 +222,7 @@ impl Policy {
     pub fn after_call(&mut self, name: &str, ok: bool) -> Option<(usize, StepLeft)> {
         if ok && !matches!(name, "todo_write" | "create_plan" | "finish") {
             self.acted = true;
+            self.changed |= matches!(name, "file_write" | "shell_exec");
         }
         self.todo_streak = match name {
             "todo_write" => self.todo_streak + 1,
@@ -236,16 +257,17 @@ impl Policy {
     }
 
     /// `todo.md` was rewritten; `ticked[i]` when plan step `i` is ticked in
-    /// it. Returns the steps that ended (the current one, and any ticked
-    /// right after it).
+    /// it. A tick on the current step or a later one ends every step up to
+    /// the last tick (a model that ticked step 2 has left step 1 behind).
+    /// Returns the steps that ended.
     pub fn after_todo(&mut self, ticked: &[bool]) -> Vec<usize> {
         let Phase::Step { index, .. } = self.phase else {
             return Vec::new();
         };
-        if !ticked.get(index).copied().unwrap_or(false) {
+        let Some(last) = ticked.iter().rposition(|&t| t).filter(|&last| last >= index) else {
             return Vec::new();
-        }
-        self.phase = self.step_after(index, ticked);
+        };
+        self.phase = self.step_after(last, ticked);
         let next = match self.phase {
             Phase::Step { index, .. } => index,
             _ => self.steps.len(),
@@ -276,7 +298,7 @@ mod tests {
 
     #[test]
     fn plan_then_steps_then_act() {
-        let mut policy = Policy::new(false);
+        let mut policy = Policy::new(false, "Open the page and write its word to w.txt");
         assert_eq!(
             policy.tool_choice()["function"]["name"],
             "create_plan",
@@ -290,16 +312,16 @@ mod tests {
         assert_eq!(
             policy.allowed(),
             vec![
-                "browser_open",
-                "browser_find",
-                "browser_follow",
                 "file_read",
                 "file_write",
                 "file_list",
                 "file_search",
+                "browser_open",
+                "browser_find",
+                "browser_follow",
                 "todo_write"
             ],
-            "browsing is open, find and follow; the next step's file tools; reading to find things first"
+            "the run's work: files, and the browser its task names; no finish before acting"
         );
         assert_eq!(policy.tool_choice()["allowed_tools"]["mode"], "required");
         assert_eq!(
@@ -308,6 +330,8 @@ mod tests {
             "a success does not end the step"
         );
         assert_eq!(policy.label(), "step 1/2");
+        assert!(policy.allowed().contains(&"finish"), "the run has acted");
+        assert!(policy.call_required(), "a plan step is open");
         assert_eq!(
             policy.after_todo(&[false, false]),
             Vec::<usize>::new(),
@@ -315,45 +339,48 @@ mod tests {
         );
         assert_eq!(policy.after_todo(&[true, false]), vec![0], "ticked by the model: done");
         assert_eq!(policy.label(), "step 2/2");
-        assert!(policy.allowed().contains(&"file_write") && !policy.allowed().contains(&"finish"));
         assert_eq!(policy.after_todo(&[true, true]), vec![1]);
         assert_eq!(policy.phase(), &Phase::Act);
         let act = policy.allowed();
-        assert!(
-            act.contains(&"finish") && act.contains(&"file_read"),
-            "browser_open succeeded earlier"
-        );
+        assert!(act.contains(&"finish") && act.contains(&"file_read"));
         assert!(!act.contains(&"shell_exec"), "shell stays masked without --allow-shell");
         assert!(!act.contains(&"create_plan"), "no second plan");
+        assert!(policy.call_required(), "nothing in the workspace changed yet");
+        policy.after_call("file_write", true);
+        assert!(!policy.call_required(), "written, no step open: words may end the run");
+        assert_eq!(policy.tool_choice()["allowed_tools"]["mode"], "auto");
     }
 
     #[test]
-    fn a_step_verb_no_longer_narrows_the_tools() {
-        let mut policy = Policy::new(false);
-        let steps = vec![
-            PlanStep::new("Read notes.md", false),
-            PlanStep::new("Write out.txt", false),
-        ];
-        policy.after_plan(&Plan::Complex(steps));
+    fn a_step_never_masks_the_runs_work() {
+        let mut policy = Policy::new(true, "Use the shell to count the logs and write the number to n.txt");
+        policy.after_plan(&Plan::Complex(vec![
+            PlanStep::new("Search files in the logs folder", true),
+            PlanStep::new("Write the number to n.txt", true),
+        ]));
         let allowed = policy.allowed();
         assert!(
-            allowed.contains(&"file_read") && allowed.contains(&"file_write"),
+            allowed.contains(&"shell_exec") && allowed.contains(&"file_write"),
             "{allowed:?}"
+        );
+        assert!(
+            !allowed.contains(&"browser_open"),
+            "nothing in the task or plan browses: {allowed:?}"
         );
     }
 
     #[test]
     fn steps_ticked_ahead_are_skipped_and_an_unticked_step_moves_on_after_its_calls() {
-        let mut policy = Policy::new(true);
+        let mut policy = Policy::new(true, "t");
         policy.after_plan(&Plan::Complex(vec![
             step("a", Family::File),
             step("b", Family::Shell),
             step("c", Family::File),
         ]));
         assert_eq!(
-            policy.after_todo(&[true, true, false]),
+            policy.after_todo(&[false, true, false]),
             vec![0, 1],
-            "b was ticked along with a"
+            "ticking b leaves a behind too"
         );
         assert_eq!(policy.label(), "step 3/3");
         for _ in 1..STEP_CALLS {
@@ -369,8 +396,9 @@ mod tests {
 
     #[test]
     fn finish_waits_until_the_run_has_acted() {
-        let mut policy = Policy::new(false);
+        let mut policy = Policy::new(false, "t");
         policy.after_plan(&Plan::Simple);
+        assert!(policy.call_required(), "nothing done yet: a call is required");
         let finish = |policy: &Policy| policy.allowed().contains(&"finish");
         assert!(!finish(&policy), "nothing was done");
         policy.after_call("todo_write", true);
@@ -379,12 +407,15 @@ mod tests {
         assert!(!finish(&policy) && !policy.acted(), "a failed call is not acting");
         policy.after_call("file_read", true);
         assert!(finish(&policy));
+        assert!(policy.call_required(), "a read is acting, but not the end of the work");
+        policy.after_call("shell_exec", true);
+        assert!(!policy.call_required());
         assert_eq!(policy.max_tokens(), CALL_TOKENS);
     }
 
     #[test]
     fn the_todo_is_masked_after_rewrites_in_a_row_until_another_call() {
-        let mut policy = Policy::new(false);
+        let mut policy = Policy::new(false, "t");
         policy.after_plan(&Plan::Simple);
         policy.after_call("todo_write", true);
         assert!(policy.allowed().contains(&"todo_write"));
@@ -396,7 +427,7 @@ mod tests {
 
     #[test]
     fn a_tool_failing_twice_in_a_row_is_masked_for_a_turn() {
-        let mut policy = Policy::new(false);
+        let mut policy = Policy::new(false, "open the page");
         policy.after_plan(&Plan::Simple);
         policy.after_call("browser_open", false);
         assert!(policy.allowed().contains(&"browser_open"));
@@ -408,7 +439,7 @@ mod tests {
 
     #[test]
     fn beginning_the_next_steps_work_moves_the_policy_on() {
-        let mut policy = Policy::new(false);
+        let mut policy = Policy::new(false, "t");
         policy.after_plan(&Plan::Complex(vec![
             step("open the page", Family::Browser),
             step("write the word", Family::File),

@@ -38,6 +38,12 @@ pub enum StopReason {
         /// Its summary.
         summary: String,
     },
+    /// Once the run had acted, the model answered in words (or ended its
+    /// turn, `text` empty) instead of calling a tool.
+    Answered {
+        /// The answer.
+        text: String,
+    },
     /// `--max-steps` agent requests were made.
     StepLimit {
         /// The limit.
@@ -54,6 +60,10 @@ impl fmt::Display for StopReason {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Self::Finished { summary } => write!(f, "finished: {summary}"),
+            Self::Answered { text } if text.is_empty() => {
+                write!(f, "finished: the model ended its turn without a call")
+            }
+            Self::Answered { text } => write!(f, "finished with an answer: {text}"),
             Self::StepLimit { steps } => write!(f, "stopped: the step limit ({steps}) was reached before finish"),
             Self::NoCall { misses } => write!(f, "stopped: the model made no tool call {misses} times in a row"),
         }
@@ -105,7 +115,7 @@ pub fn run(
     let mut agent = Agent {
         backend,
         context: Context::new(SYSTEM_PROMPT, &config.task),
-        policy: Policy::new(config.allow_shell),
+        policy: Policy::new(config.allow_shell, &config.task),
         journal: Journal::default(),
         transcript,
         tools: definitions(),
@@ -152,7 +162,18 @@ impl Agent<'_> {
                 0 => (self.tools_tokens(), 0),
                 prompt => (prompt + outcome.completion_tokens, messages_sent),
             };
-            let (calls, stop) = if outcome.calls.is_empty() {
+            // Once the run has acted and no plan step is open, an answer
+            // without a call (words, or the end of the turn) ends the run.
+            let answered = outcome.calls.is_empty() && !choice_required(&choice);
+            let (calls, stop) = if answered {
+                if !outcome.content.is_empty() {
+                    self.context.push_reply(&outcome.content);
+                }
+                self.journal
+                    .record("answered without a call after acting: the run ends".into());
+                let text = outcome.content.trim().to_string();
+                (Vec::new(), Some(StopReason::Answered { text }))
+            } else if outcome.calls.is_empty() {
                 misses = self.no_call(&outcome, misses);
                 let stop = (misses >= MAX_MISSES).then_some(StopReason::NoCall { misses });
                 (Vec::new(), stop)
@@ -451,6 +472,11 @@ impl Agent<'_> {
             next_step,
         }
     }
+}
+
+/// Whether `tool_choice` holds the model to a call.
+fn choice_required(choice: &Value) -> bool {
+    choice["allowed_tools"]["mode"] != "auto"
 }
 
 /// Whether a call's arguments are finished JSON (an empty string counts as

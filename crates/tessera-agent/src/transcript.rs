@@ -204,6 +204,9 @@ pub fn table(turns: &[TurnRecord]) -> String {
 fn action(turn: &TurnRecord) -> String {
     if turn.calls.is_empty() {
         let text: String = turn.content.split_whitespace().collect::<Vec<_>>().join(" ");
+        if text.is_empty() {
+            return "ends its turn (no call)".into();
+        }
         let short: String = text.chars().take(48).collect();
         return format!("says \"{short}{}\"", if text.chars().count() > 48 { "…" } else { "" });
     }

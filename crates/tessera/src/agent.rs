@@ -104,7 +104,7 @@ pub fn run_agent(args: AgentArgs) -> Result<()> {
     }
     println!("{}", report.stop);
     match report.stop {
-        StopReason::Finished { .. } => Ok(()),
+        StopReason::Finished { .. } | StopReason::Answered { .. } => Ok(()),
         other => bail!("the agent did not finish ({other})"),
     }
 }

@@ -140,9 +140,15 @@ fn a_run_follows_the_policy_keeps_its_prefix_and_finishes() {
     for step in [2, 3, 4, 5] {
         let tools = allowed(&bodies[step]);
         assert!(tools.contains(&"file_read") && tools.contains(&"file_write") && tools.contains(&"todo_write"));
-        assert!(!tools.contains(&"finish"), "no finish inside the plan");
+        assert!(!tools.contains(&"browser_open"), "nothing in this task browses");
+        assert_eq!(tools.contains(&"finish"), step > 2, "finish once the run has acted");
+        assert_eq!(
+            bodies[step]["tool_choice"]["allowed_tools"]["mode"], "required",
+            "a plan step is open"
+        );
     }
     assert!(allowed(&bodies[6]).contains(&"finish"));
+    assert_eq!(bodies[6]["tool_choice"]["allowed_tools"]["mode"], "auto");
 
     // Stable prefix: every agent request has the same tools and extends the previous messages.
     let agent: Vec<&Value> = bodies.iter().filter(|b| b.get("tools").is_some()).collect();
@@ -411,6 +417,47 @@ fn runs_end_on_repeated_no_calls_and_at_the_step_limit() {
     assert_eq!(report.unwrap().stop, StopReason::StepLimit { steps: 4 });
 }
 
+#[test]
+fn an_answer_without_a_call_ends_the_run_only_after_a_write_with_no_step_open() {
+    let dir = workspace(&[("a.md", "x\n")]);
+    let read = || call("file_read", json!({"path": "a.md"}));
+    let write = || call("file_write", json!({"path": "b.md", "content": "x"}));
+    for answer in ["The file holds x.", ""] {
+        let mut answers = opening(r#"{"mode":"simple"}"#);
+        answers.extend([
+            text("thinking"),
+            read(),
+            text("a read is not the end"),
+            write(),
+            text(answer),
+        ]);
+        let (report, bodies) = run_script(dir.path(), answers, config("t"));
+        assert_eq!(
+            report.unwrap().stop,
+            StopReason::Answered { text: answer.into() },
+            "words (or an empty end of turn) after a write end the run"
+        );
+        let mode = |i: usize| bodies[i]["tool_choice"]["allowed_tools"]["mode"].clone();
+        assert_eq!(mode(2), "required", "before acting a call is required");
+        assert!(
+            last_message(&bodies[3]).starts_with("[harness] no tool call"),
+            "an answer before acting is a miss"
+        );
+        assert_eq!(mode(4), "required", "after a read, still required");
+        assert!(last_message(&bodies[5]).starts_with("[harness] no tool call"));
+        assert_eq!(mode(6), "auto", "after a write the model may end the run");
+    }
+
+    let mut answers = opening(r#"{"mode":"complex","plan":["Read a.md","Write b.md"]}"#);
+    answers.extend([write(), text(""), call("finish", json!({"summary": "done"}))]);
+    let (report, bodies) = run_script(dir.path(), answers, config("t"));
+    assert!(
+        matches!(report.unwrap().stop, StopReason::Finished { .. }),
+        "inside a plan step an empty answer is a miss, not the end"
+    );
+    assert_eq!(bodies[3]["tool_choice"]["allowed_tools"]["mode"], "required");
+}
+
 #[cfg(unix)]
 #[test]
 fn harness_files_stay_in_the_workspace() {
@@ -519,7 +566,7 @@ fn a_users_todo_is_kept_and_the_harness_never_ticks_for_the_model() {
 
     let dir = workspace(&[]);
     let mut answers = opening(r#"{"mode":"complex","plan":["Read a.md","Open site/index.html in the browser"]}"#);
-    answers.extend((0..STEP_CALLS).map(|_| call("file_read", json!({"path": "a.md"}))));
+    answers.extend((0..=STEP_CALLS).map(|_| call("file_read", json!({"path": "a.md"}))));
     let (report, bodies) = run_script(dir.path(), answers, config("t"));
     report.unwrap_err(); // the script runs out of answers
     let todo = std::fs::read_to_string(dir.path().join("todo.md")).unwrap();
@@ -527,10 +574,22 @@ fn a_users_todo_is_kept_and_the_harness_never_ticks_for_the_model() {
         todo.contains("- [ ] Read a.md"),
         "a step the model did not tick stays open: {todo}"
     );
-    assert!(allowed(&bodies[STEP_CALLS + 1]).contains(&"file_write"), "still step 1");
     assert!(
-        !allowed(&bodies[STEP_CALLS + 2]).contains(&"file_write"),
-        "moved on to step 2 (browsing) after its calls"
+        allowed(&bodies[STEP_CALLS + 2]).contains(&"browser_open"),
+        "the plan browses"
+    );
+    let transcript = std::fs::read_to_string(dir.path().join(".tessera/transcript.jsonl")).unwrap();
+    let phases: Vec<String> = transcript
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .filter(|t| t["kind"] == "agent")
+        .map(|t| t["phase"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(phases[1..=STEP_CALLS], vec!["step 1/2".to_string(); STEP_CALLS]);
+    assert_eq!(
+        phases[STEP_CALLS + 1],
+        "step 2/2",
+        "moved on, unticked, after its calls"
     );
 }
 
