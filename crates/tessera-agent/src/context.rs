@@ -5,8 +5,9 @@
 //! - messages are only appended (the one exception, compaction, is explicit
 //!   and counted) and serialized deterministically;
 //! - failed calls and their error text stay in;
-//! - each observation ends with `todo.md` (recitation), so the plan is always
-//!   the last thing the model read;
+//! - each observation ends with `todo.md`, and each answered turn with the
+//!   task itself (`Now do the task: …`): recitation, so the goal is always the
+//!   last thing the model read;
 //! - an observation identical to an earlier one is worded slightly
 //!   differently, so the model does not fall into a few-shot rut; the
 //!   variation only ever touches the new message, never the cached prefix.
@@ -91,6 +92,13 @@ impl Context {
         }
         self.messages
             .push(json!({"role": "tool", "tool_call_id": call.id, "content": text}));
+    }
+
+    /// The task again, as the user's words after the results: the last thing
+    /// the model reads before its next call.
+    pub fn push_task_reminder(&mut self, task: &str) {
+        self.messages
+            .push(json!({"role": "user", "content": format!("Now do the task: {task}")}));
     }
 
     /// A note from the harness (e.g. why no call was made).

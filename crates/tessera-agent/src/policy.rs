@@ -88,6 +88,9 @@ pub struct Policy {
     todo_streak: usize,
     /// The last call's tool when it failed, and how many times in a row.
     failing: Option<(String, usize)>,
+    /// Tools whose calls repeated earlier ones exactly since the last new
+    /// call: masked until the model makes a call it has not made before.
+    resting: Vec<String>,
 }
 
 impl Policy {
@@ -102,6 +105,7 @@ impl Policy {
             changed: false,
             todo_streak: 0,
             failing: None,
+            resting: Vec::new(),
         }
     }
 
@@ -130,8 +134,9 @@ impl Policy {
     }
 
     /// Tool names the model may call now (`todo_write` aside after
-    /// [`TODO_STREAK`] of them in a row, a tool that failed
-    /// [`FAILURE_STREAK`] times in a row aside for a turn).
+    /// [`TODO_STREAK`] of them in a row; a tool that failed
+    /// [`FAILURE_STREAK`] times in a row aside for a turn; tools that
+    /// repeated earlier calls aside until a new call, while others remain).
     pub fn allowed(&self) -> Vec<&'static str> {
         let mut names = self.phase_tools();
         if self.todo_streak >= TODO_STREAK {
@@ -142,7 +147,29 @@ impl Policy {
                 names.retain(|name| name != failing);
             }
         }
-        names
+        let awake: Vec<&'static str> = names
+            .iter()
+            .copied()
+            .filter(|name| !self.resting.iter().any(|r| r == name))
+            .collect();
+        match awake.is_empty() {
+            true => names,
+            false => awake,
+        }
+    }
+
+    /// `name`'s call repeated an earlier call exactly (same arguments): mask
+    /// it until the model makes a new call (a 1.5B model cycled through the
+    /// same two or three calls until the step limit).
+    pub fn rest(&mut self, name: &str) {
+        if !self.resting.iter().any(|r| r == name) {
+            self.resting.push(name.to_string());
+        }
+    }
+
+    /// The model made a call it had not made before: every tool is awake again.
+    pub fn wake(&mut self) {
+        self.resting.clear();
     }
 
     fn phase_tools(&self) -> Vec<&'static str> {
@@ -435,6 +462,26 @@ mod tests {
         assert!(!policy.allowed().contains(&"browser_open"), "two failures in a row");
         policy.after_call("file_write", true);
         assert!(policy.allowed().contains(&"browser_open"), "back once another call ran");
+    }
+
+    #[test]
+    fn tools_repeating_calls_rest_until_a_new_call() {
+        let mut policy = Policy::new(false, "t");
+        policy.after_plan(&Plan::Simple);
+        policy.rest("file_read");
+        policy.rest("file_search");
+        let allowed = policy.allowed();
+        assert!(
+            !allowed.contains(&"file_read") && !allowed.contains(&"file_search"),
+            "a cycle of two is broken"
+        );
+        assert!(allowed.contains(&"file_write"));
+        policy.wake();
+        assert!(policy.allowed().contains(&"file_read"), "a new call wakes them");
+        for name in policy.allowed() {
+            policy.rest(name);
+        }
+        assert!(!policy.allowed().is_empty(), "never every tool");
     }
 
     #[test]

@@ -96,6 +96,8 @@ pub struct Agent<'a> {
     turns: Vec<TurnRecord>,
     /// Planner records of the current turn, written after the turn's own.
     pending: Vec<TurnRecord>,
+    /// Every tool call run so far (name, arguments), to tell a repeat.
+    made: Vec<(String, Value)>,
     /// Prompt plus completion tokens of the last agent request, and the
     /// number of messages they cover (for the compaction estimate).
     counted: (usize, usize),
@@ -121,6 +123,7 @@ pub fn run(
         tools: definitions(),
         turns: Vec::new(),
         pending: Vec::new(),
+        made: Vec::new(),
         counted: (0, 0),
         steps: 0,
         toolbox,
@@ -293,6 +296,7 @@ impl Agent<'_> {
             for call in unreadable {
                 records.push(self.unreadable_call(call, &outcome.finish_reason));
             }
+            self.context.push_task_reminder(&self.config.task);
         }
         Ok((records, stop))
     }
@@ -370,6 +374,14 @@ impl Agent<'_> {
         self.journal.record_call(turn, &call.name, &arguments, ok, &result);
         if !matches!(call.name.as_str(), "create_plan" | "finish") {
             self.after_call(&call.name, ok);
+            let made = (call.name.clone(), arguments);
+            match self.made.contains(&made) {
+                true => self.policy.rest(&call.name),
+                false => {
+                    self.policy.wake();
+                    self.made.push(made);
+                }
+            }
         }
         if call.name == "todo_write" && ok {
             self.todo_rewritten();

@@ -88,9 +88,15 @@ fn workspace(files: &[(&str, &str)]) -> tempfile::TempDir {
     dir
 }
 
+/// The last message before the task reminder that ends every answered turn.
 fn last_message(body: &Value) -> &str {
-    body["messages"].as_array().unwrap().last().unwrap()["content"]
-        .as_str()
+    body["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .rev()
+        .map(|m| m["content"].as_str().unwrap_or(""))
+        .find(|text| !text.starts_with("Now do the task: "))
         .unwrap_or("")
 }
 
@@ -156,6 +162,14 @@ fn a_run_follows_the_policy_keeps_its_prefix_and_finishes() {
         assert_eq!(pair[0]["tools"], pair[1]["tools"], "tools are never added or removed");
         let before = pair[0]["messages"].as_array().unwrap();
         assert_eq!(&pair[1]["messages"].as_array().unwrap()[..before.len()], &before[..]);
+    }
+    // Recitation: the task ends each answered turn, after the results.
+    for body in &bodies[3..] {
+        let messages = body["messages"].as_array().unwrap();
+        assert_eq!(
+            messages.last().unwrap()["content"],
+            "Now do the task: Copy the first line of notes.md to out.txt."
+        );
     }
     // Recitation: the plan's checklist ends each result, ticked by the model.
     assert!(last_message(&bodies[2])
@@ -280,38 +294,49 @@ fn a_call_cut_off_by_the_token_limit_stays_out_of_the_history() {
 }
 
 #[test]
-fn repeated_results_are_worded_apart_and_a_rut_raises_the_temperature() {
+fn repeated_results_are_worded_apart_a_repeated_call_rests_its_tool_and_a_rut_raises_the_temperature() {
     let dir = workspace(&[("a.md", "x\n")]);
     let mut answers = opening(r#"{"mode":"simple"}"#);
-    for _ in 0..3 {
-        answers.push(call("file_read", json!({"path": "a.md"})));
-    }
-    answers.push(call("finish", json!({"summary": "x"})));
+    let read = || call("file_read", json!({"path": "a.md"}));
+    answers.extend([
+        read(),
+        read(),
+        read(),
+        call("file_list", json!({})),
+        call("file_read", json!({"path": "a.md", "start_line": 1})),
+        call("finish", json!({"summary": "x"})),
+    ]);
     let (_, bodies) = run_script(dir.path(), answers, config("t"));
-    let results: Vec<&str> = bodies.last().unwrap()["messages"]
-        .as_array()
-        .unwrap()
+    let agent: Vec<&Value> = bodies.iter().filter(|b| b.get("tools").is_some()).collect();
+    let messages = agent.last().unwrap()["messages"].as_array().unwrap();
+    let results: Vec<&str> = messages
         .iter()
-        .filter(|m| m["role"] == "tool" && m["content"].as_str().unwrap().contains("a.md: lines"))
+        .filter(|m| m["role"] == "tool")
         .map(|m| m["content"].as_str().unwrap())
         .collect();
-    assert_eq!(results.len(), 3);
     assert!(
         !dir.path().join("todo.md").exists(),
         "a simple plan writes no todo (a small model copied the recited task into files)"
     );
-    assert!(results[0].starts_with("a.md: lines"));
-    assert!(results[1].starts_with("(same result as an earlier call) a.md"));
-    assert!(results[2].starts_with("(unchanged from before) a.md"));
-    let temperatures: Vec<f64> = bodies
-        .iter()
-        .filter(|b| b.get("tools").is_some())
-        .map(|b| b["temperature"].as_f64().unwrap())
-        .collect();
+    assert!(results[1].starts_with("a.md: lines"));
+    assert!(results[2].starts_with("(same result as an earlier call) a.md"));
+    assert!(
+        results[3].starts_with("error: `file_read` is not allowed"),
+        "the repeated call rests file_read: {}",
+        results[3]
+    );
+    assert!(!allowed(agent[3]).contains(&"file_read"));
+    assert!(
+        !allowed(agent[4]).contains(&"file_read"),
+        "still resting after a refused call"
+    );
+    assert!(allowed(agent[5]).contains(&"file_read"), "a new call woke it");
+    assert!(results[5].starts_with("(unchanged from before) a.md"));
+    let temperatures: Vec<f64> = agent.iter().map(|b| b["temperature"].as_f64().unwrap()).collect();
     let rut = RUT_TEMPERATURE as f64;
     assert_eq!(
         temperatures,
-        vec![0.0, 0.0, 0.0, rut, rut],
+        vec![0.0, 0.0, 0.0, rut, rut, 0.0, 0.0],
         "after two identical calls the next turns are sampled"
     );
 }
