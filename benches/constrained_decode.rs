@@ -9,7 +9,7 @@ use criterion::{criterion_group, criterion_main, Criterion};
 use serde_json::json;
 use std::sync::Arc;
 use tessera_constrain::{tools_prompt, CallFormat, CallMode, CompiledTools, ToolChoice, ToolDef};
-use tessera_engine::{EngineConfig, EngineHandle, GenerateRequest, ToolConstraint};
+use tessera_engine::{Constraint, EngineConfig, EngineHandle, GenerateRequest, ToolConstraint};
 use tessera_model::{ChatMessage, LoadOptions, LoadedModel, ModelLocation};
 
 const TOKENS: usize = 32;
@@ -31,22 +31,22 @@ fn decode(c: &mut Criterion) {
     let compiled = Arc::new(CompiledTools::compile(&tools).expect("tools"));
     let engine = EngineHandle::start(loaded, EngineConfig::for_tokens(4096)).expect("engine");
     let constraint = |mode| {
-        Some(ToolConstraint {
+        Some(Constraint::Tools(ToolConstraint {
             tools: compiled.clone(),
             choice: ToolChoice {
                 mode,
                 allowed: None,
                 parallel: false,
             },
-        })
+        }))
     };
     let mut group = c.benchmark_group(format!("generate {TOKENS} tokens"));
     group.sample_size(10);
-    for (label, tools) in [("unconstrained", None), ("auto", constraint(CallMode::Auto))] {
+    for (label, masks) in [("unconstrained", None), ("auto", constraint(CallMode::Auto))] {
         group.bench_function(label, |b| {
             b.iter(|| {
                 let request = GenerateRequest {
-                    tools: tools.clone(),
+                    constraint: masks.clone(),
                     ..GenerateRequest::greedy(prompt.clone(), TOKENS)
                 };
                 let output = engine.submit(request).expect("submit").wait().expect("generation");

@@ -8,7 +8,9 @@ mod common;
 
 use common::{chat_prompt, greedy, long_prompt, model};
 use std::time::{Duration, Instant};
-use tessera_engine::{EngineConfig, EngineError, EngineHandle, EngineMetrics, Event, FinishReason, GenerateRequest};
+use tessera_engine::{
+    EngineConfig, EngineError, EngineHandle, EngineMetrics, Event, Field, FinishReason, GenerateRequest,
+};
 use tessera_model::{KvDtype, LoadOptions};
 use tessera_sample::SamplingParams;
 
@@ -277,13 +279,16 @@ fn bad_requests_get_typed_errors() {
     let submit = |prompt: Vec<u32>, max_tokens| engine.submit(GenerateRequest::greedy(prompt, max_tokens)).err();
     assert!(matches!(
         submit(vec![], 4),
-        Some(EngineError::Invalid { field: "prompt", .. })
+        Some(EngineError::Invalid {
+            field: Field::Prompt,
+            ..
+        })
     ));
     let bad_id = config.vocab_size as u32;
     assert_eq!(
         submit(vec![1, bad_id], 4),
         Some(EngineError::OverLimit {
-            field: "prompt token id",
+            field: Field::PromptTokenId,
             value: bad_id as usize,
             limit: config.vocab_size - 1
         })
@@ -291,14 +296,14 @@ fn bad_requests_get_typed_errors() {
     assert!(matches!(
         submit(vec![1; 2048], 4),
         Some(EngineError::OverLimit {
-            field: "prompt tokens",
+            field: Field::PromptTokens,
             ..
         })
     ));
     assert!(matches!(
         submit(vec![1, 2], 0),
         Some(EngineError::Invalid {
-            field: "max_tokens",
+            field: Field::MaxTokens,
             ..
         })
     ));
@@ -312,7 +317,7 @@ fn bad_requests_get_typed_errors() {
     assert!(matches!(
         engine.submit(hot),
         Err(EngineError::Invalid {
-            field: "temperature",
+            field: Field::Sampling("temperature"),
             ..
         })
     ));
@@ -422,7 +427,7 @@ fn a_stop_string_ends_generation_where_it_appears() {
         })
         .err();
     assert!(
-        matches!(err, Some(EngineError::Invalid { field: "stop", .. })),
+        matches!(err, Some(EngineError::Invalid { field: Field::Stop, .. })),
         "{err:?}"
     );
     assert_baseline(&engine);

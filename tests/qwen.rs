@@ -17,7 +17,7 @@ use serde_json::json;
 use std::sync::Arc;
 use std::sync::OnceLock;
 use tessera_constrain::{tools_prompt, CallFormat, CallMode, CompiledTools, ToolChoice, ToolDef};
-use tessera_engine::{EngineConfig, EngineHandle, GenerateRequest, ToolConstraint};
+use tessera_engine::{Constraint, EngineConfig, EngineHandle, GenerateRequest, ToolConstraint};
 use tessera_model::{ChatMessage, KvDtype, LoadOptions, LoadedModel, ModelLocation};
 
 const NAME: &str = "qwen2.5-coder-1.5b";
@@ -279,14 +279,14 @@ fn auto_mode_reads_bare_calls_and_leaves_json_answers_as_text() {
         .into_iter()
         .map(|prompt| {
             let request = GenerateRequest {
-                tools: Some(ToolConstraint {
+                constraint: Some(Constraint::Tools(ToolConstraint {
                     tools: compiled.clone(),
                     choice: ToolChoice {
                         mode: CallMode::Auto,
                         allowed: None,
                         parallel: false,
                     },
-                }),
+                })),
                 ..GenerateRequest::greedy(prompt, 48)
             };
             engine.submit(request).unwrap()

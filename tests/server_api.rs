@@ -206,6 +206,11 @@ async fn bad_inputs_get_their_status_and_name_the_field() {
             "object schema",
         ),
         (
+            json!({"messages": user("hi"), "tools": tools(), "tool_choice": "auto", "response_format": {"type": "json_schema", "json_schema": {"name": "x", "schema": {"type": "object"}}}}),
+            Some("response_format"),
+            "cannot be combined with tools",
+        ),
+        (
             // Budget-aware closing: a forced call that cannot be complete within max_tokens is refused.
             json!({"messages": user("hi"), "tools": tools(), "tool_choice": {"type": "function", "function": {"name": "get_weather"}}, "max_tokens": 3}),
             Some("max_tokens"),

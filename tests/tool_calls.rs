@@ -9,7 +9,9 @@ mod common;
 use serde_json::{json, Value};
 use std::sync::Arc;
 use tessera_constrain::{parse_response, tools_prompt, CallFormat, CallMode, CompiledTools, ToolChoice, ToolDef};
-use tessera_engine::{EngineConfig, EngineError, EngineHandle, FinishReason, GenerateRequest, Output, ToolConstraint};
+use tessera_engine::{
+    Constraint, EngineConfig, EngineError, EngineHandle, Field, FinishReason, GenerateRequest, Output, ToolConstraint,
+};
 use tessera_model::{ChatMessage, LoadOptions};
 use tessera_sample::SamplingParams;
 
@@ -328,17 +330,18 @@ fn every_mode_and_temperature_gives_valid_calls() {
                         seed: i as u64,
                         ..SamplingParams::default()
                     },
-                    tools: Some(ToolConstraint {
+                    constraint: Some(Constraint::Tools(ToolConstraint {
                         tools: compiled.clone(),
                         choice: choice.clone(),
-                    }),
+                    })),
                     ..GenerateRequest::greedy(prompt.clone(), max_tokens)
                 };
                 match engine.submit(request) {
                     Ok(stream) => pending.push((label, choice, i, temperature, stream)),
                     // A budget below the shortest complete call is refused at the edge.
                     Err(EngineError::Invalid {
-                        field: "max_tokens", ..
+                        field: Field::MaxTokens,
+                        ..
                     }) if max_tokens < 24 => refused += 1,
                     Err(error) => panic!("{label} / prompt {i}: {error}"),
                 }

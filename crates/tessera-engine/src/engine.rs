@@ -149,9 +149,10 @@ impl Engine {
             Ok(logits) => self.absorb(&plan.chunks, logits),
             Err(error) => {
                 tracing::error!(%error, "forward pass failed");
+                let failure = EngineError::model("in the forward pass", error);
                 for chunk in &plan.chunks {
                     if let Some(seq) = self.take_running(chunk.seq) {
-                        self.fail(seq, EngineError::Model(error.to_string()));
+                        self.fail(seq, failure.clone());
                     }
                 }
             }
@@ -351,9 +352,7 @@ fn draw(seq: &mut Active, logits: &mut [f32], context: &mut StepContext<'_>) -> 
     let token = seq
         .sampler
         .sample_allowed(logits, &seq.tokens, |t| mask.is_allowed(t))?;
-    matcher
-        .accept_token(vocab, token)
-        .map_err(|error| EngineError::Sampling(error.to_string()))?;
+    matcher.accept_token(vocab, token).map_err(EngineError::sampling)?;
     Ok(token)
 }
 
@@ -381,7 +380,7 @@ fn emit_next(
     let text = seq
         .text
         .push(tokenizer, token)
-        .map_err(|error| EngineError::Model(format!("decoding token {token}: {error}")))?
+        .map_err(|error| EngineError::model(format!("decoding token {token}"), error))?
         .unwrap_or_default();
     let stopped = seq.hits_stop_string(&text);
     // A closed receiver is noticed (and the sequence cancelled) at the next sweep.

@@ -9,7 +9,7 @@ use crate::replay::ReplayMemory;
 use crate::request::{MAX_STOP_BYTES, MAX_STOP_STRINGS};
 use crate::scheduler::Scheduler;
 use crate::sessions::SessionPins;
-use crate::{persist, Completion, EngineConfig, EngineError, EngineMetrics, Event, GenerateRequest};
+use crate::{persist, Completion, Constraint, EngineConfig, EngineError, EngineMetrics, Event, Field, GenerateRequest};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use tessera_constrain::{CallFormat, CallSyntax, Envelope, ToolCallMatcher, Vocabulary};
@@ -167,24 +167,18 @@ impl EngineHandle {
 
     /// The request's tool-call (or JSON-value) matcher, with its prefill (if any) appended to the prompt.
     fn constrain(&self, request: &mut GenerateRequest) -> Result<Option<ToolCallMatcher>, EngineError> {
-        let matcher = match (&request.tools, &request.response_schema) {
-            (None, None) => return Ok(None),
-            (Some(_), Some(_)) => {
-                return Err(EngineError::Invalid {
-                    field: "response_format",
-                    message: "a JSON response format cannot be combined with tools".into(),
-                })
-            }
-            (None, Some(schema)) => {
+        let matcher = match &request.constraint {
+            None => return Ok(None),
+            Some(Constraint::Json(schema)) => {
                 ToolCallMatcher::json_value(schema.clone()).map_err(|error| EngineError::Invalid {
-                    field: "response_format",
+                    field: Field::ResponseFormat,
                     message: error.to_string(),
                 })?
             }
-            (Some(constraint), None) => {
+            Some(Constraint::Tools(constraint)) => {
                 ToolCallMatcher::new(constraint.tools.clone(), &constraint.choice, &self.shared.envelope).map_err(
                     |error| EngineError::Invalid {
-                        field: "tool_choice",
+                        field: Field::ToolChoice,
                         message: error.to_string(),
                     },
                 )?
@@ -195,7 +189,7 @@ impl EngineHandle {
                 .shared
                 .tokenizer
                 .encode(matcher.prefill())
-                .map_err(|error| EngineError::Model(error.to_string()))?;
+                .map_err(|error| EngineError::model("encoding the constraint's prefill", error))?;
             request.prompt.extend(prefill);
         }
         Ok(Some(matcher))
@@ -207,23 +201,23 @@ impl EngineHandle {
         let prompt = request.prompt.len();
         if prompt == 0 {
             return Err(EngineError::Invalid {
-                field: "prompt",
+                field: Field::Prompt,
                 message: "must contain at least one token".into(),
             });
         }
         let over = |field, value, limit| Err(EngineError::OverLimit { field, value, limit });
         if prompt >= context {
-            return over("prompt tokens", prompt, context - 1);
+            return over(Field::PromptTokens, prompt, context - 1);
         }
         if prompt >= self.shared.kv_tokens {
-            return over("prompt tokens", prompt, self.shared.kv_tokens - 1);
+            return over(Field::PromptTokens, prompt, self.shared.kv_tokens - 1);
         }
         if let Some(&token) = request.prompt.iter().find(|&&t| t as usize >= vocab) {
-            return over("prompt token id", token as usize, vocab - 1);
+            return over(Field::PromptTokenId, token as usize, vocab - 1);
         }
         if request.max_tokens == 0 {
             return Err(EngineError::Invalid {
-                field: "max_tokens",
+                field: Field::MaxTokens,
                 message: "must be at least 1".into(),
             });
         }
@@ -265,7 +259,7 @@ impl EngineHandle {
             format!("max_tokens ({budget})")
         };
         Err(EngineError::Invalid {
-            field: "max_tokens",
+            field: Field::MaxTokens,
             message: format!("{what} needs {least} tokens, more than {limit}"),
         })
     }
@@ -273,7 +267,7 @@ impl EngineHandle {
     fn validate_stop_strings(stops: &[String]) -> Result<(), EngineError> {
         if stops.len() > MAX_STOP_STRINGS {
             return Err(EngineError::OverLimit {
-                field: "stop",
+                field: Field::Stop,
                 value: stops.len(),
                 limit: MAX_STOP_STRINGS,
             });
@@ -281,13 +275,13 @@ impl EngineHandle {
         for stop in stops {
             if stop.is_empty() {
                 return Err(EngineError::Invalid {
-                    field: "stop",
+                    field: Field::Stop,
                     message: "a stop string is empty".into(),
                 });
             }
             if stop.len() > MAX_STOP_BYTES {
                 return Err(EngineError::OverLimit {
-                    field: "stop string bytes",
+                    field: Field::StopStringBytes,
                     value: stop.len(),
                     limit: MAX_STOP_BYTES,
                 });

@@ -33,10 +33,10 @@ mod scheduler;
 mod sessions;
 
 pub use config::EngineConfig;
-pub use error::EngineError;
+pub use error::{EngineError, Field, SourceError};
 pub use handle::{EngineHandle, EventStream, Output, Pending};
 pub use metrics::{EngineMetrics, Histogram, LATENCY_BUCKETS_S, MASK_BUCKETS_S};
 pub use request::{
-    Completion, Event, FinishReason, GenerateRequest, Timings, ToolConstraint, ToolOutput, Usage, MAX_STOP_BYTES,
-    MAX_STOP_STRINGS,
+    Completion, Constraint, Event, FinishReason, GenerateRequest, Timings, ToolConstraint, ToolOutput, Usage,
+    MAX_STOP_BYTES, MAX_STOP_STRINGS,
 };

@@ -36,10 +36,10 @@ pub(crate) fn restore(
             tracing::info!(path = %path.display(), blocks, "restored the prefix cache");
             Ok(blocks)
         }
-        Err(PersistError::Device(error)) => Err(EngineError::Persist(format!(
-            "restoring {} onto the device: {error}",
-            path.display()
-        ))),
+        Err(error @ PersistError::Device(_)) => Err(EngineError::persist(
+            format!("restoring {} onto the device", path.display()),
+            error,
+        )),
         Err(error) => {
             tracing::warn!(path = %path.display(), %error, "ignoring the persisted prefix cache");
             Ok(0)
@@ -49,11 +49,10 @@ pub(crate) fn restore(
 
 /// Write the cache (every indexed block). Returns the number of blocks written.
 pub(crate) fn save(dir: &Path, fingerprint: &str, pool: &BlockPool, kv: &KvCache) -> Result<usize, EngineError> {
-    std::fs::create_dir_all(dir)
-        .map_err(|error| EngineError::Persist(format!("creating {}: {error}", dir.display())))?;
+    std::fs::create_dir_all(dir).map_err(|error| EngineError::persist(format!("creating {}", dir.display()), error))?;
     let path = cache_file(dir, fingerprint);
-    let blocks =
-        save_prefix_cache(&path, pool, kv, fingerprint).map_err(|error| EngineError::Persist(error.to_string()))?;
+    let blocks = save_prefix_cache(&path, pool, kv, fingerprint)
+        .map_err(|error| EngineError::persist(format!("writing {}", path.display()), error))?;
     tracing::info!(path = %path.display(), blocks, "saved the prefix cache");
     Ok(blocks)
 }

@@ -14,6 +14,16 @@ pub struct ToolConstraint {
     pub choice: ToolChoice,
 }
 
+/// What masking holds a response to.
+#[derive(Debug, Clone)]
+pub enum Constraint {
+    /// The tool-call format: which tools, and how they may be called
+    /// (end-of-turn tokens then always end generation).
+    Tools(ToolConstraint),
+    /// One JSON value of the first tool's parameters schema (a response format).
+    Json(Arc<CompiledTools>),
+}
+
 /// A generation request over already-tokenized input.
 #[derive(Debug, Clone)]
 pub struct GenerateRequest {
@@ -30,12 +40,8 @@ pub struct GenerateRequest {
     /// Strings that end generation once the free text (outside tool calls)
     /// contains one; the text streamed up to it includes it (callers cut it).
     pub stop_strings: Vec<String>,
-    /// Mask tokens so the response obeys the tool choice (end-of-turn tokens
-    /// then always end generation).
-    pub tools: Option<ToolConstraint>,
-    /// Mask tokens so the response is one JSON value of the first tool's
-    /// parameters schema (a response format); not together with `tools`.
-    pub response_schema: Option<Arc<CompiledTools>>,
+    /// Mask tokens so the response obeys tools or a JSON format (none: free text).
+    pub constraint: Option<Constraint>,
     /// The client's session (a conversation or agent run), if it gave one:
     /// logged with the request, and its prefix is kept warm under pressure.
     pub session: Option<Arc<str>>,
@@ -51,8 +57,7 @@ impl GenerateRequest {
             stop_at_eos: true,
             stop_tokens: Vec::new(),
             stop_strings: Vec::new(),
-            tools: None,
-            response_schema: None,
+            constraint: None,
             session: None,
         }
     }

@@ -8,7 +8,7 @@ use crate::AppState;
 use serde_json::json;
 use std::sync::Arc;
 use tessera_constrain::{CallMode, CompiledTools, ConstrainError, ToolChoice, ToolDef};
-use tessera_engine::{GenerateRequest, ToolConstraint};
+use tessera_engine::{Constraint, GenerateRequest, ToolConstraint};
 use tessera_sample::SamplingParams;
 
 /// A validated request and how to answer it.
@@ -53,16 +53,26 @@ pub fn chat_job(state: &AppState, body: ChatRequest, session: Option<String>) ->
         .flat_map(|compiled| compiled.warnings().iter().cloned())
         .collect();
     let max_tokens = max_tokens(state, prompt.len(), body.max_completion_tokens.or(body.max_tokens))?;
+    let constraint = match (tools, response_schema) {
+        (Some(_), Some(_)) => {
+            return Err(ApiError::invalid(
+                "response_format",
+                "a JSON response format cannot be combined with tools",
+            ))
+        }
+        (Some(tools), None) => Some(Constraint::Tools(tools)),
+        (None, Some(schema)) => Some(Constraint::Json(schema)),
+        (None, None) => None,
+    };
     // Stop strings end free text; a JSON response is one value, never cut.
-    let stops = match response_schema {
-        Some(_) => Vec::new(),
-        None => stop_strings(body.stop)?,
+    let stops = match constraint {
+        Some(Constraint::Json(_)) => Vec::new(),
+        _ => stop_strings(body.stop)?,
     };
     let request = GenerateRequest {
         sampling: sampling(state, body.temperature, body.top_p, body.seed),
         stop_strings: stops.clone(),
-        tools,
-        response_schema,
+        constraint,
         session: session.or(body.user).map(Arc::from),
         ..GenerateRequest::greedy(prompt, max_tokens)
     };

@@ -114,8 +114,8 @@ impl ApiError {
 impl From<EngineError> for ApiError {
     fn from(error: EngineError) -> Self {
         match &error {
-            EngineError::OverLimit { field, .. } => Self::invalid(param_of(field), error.to_string()),
-            EngineError::Invalid { field, message } => Self::invalid(param_of(field), message.clone()),
+            EngineError::OverLimit { field, .. } => Self::invalid(field.request_param(), error.to_string()),
+            EngineError::Invalid { field, message } => Self::invalid(field.request_param(), message.clone()),
             EngineError::QueueFull { .. } => Self {
                 status: StatusCode::TOO_MANY_REQUESTS,
                 message: error.to_string(),
@@ -130,19 +130,11 @@ impl From<EngineError> for ApiError {
                 param: None,
                 code: Some("unavailable"),
             },
-            EngineError::Config(_) | EngineError::Model(_) | EngineError::Sampling(_) | EngineError::Persist(_) => {
-                Self::internal("request failed in the engine", &error)
-            }
+            EngineError::Config(_)
+            | EngineError::Model { .. }
+            | EngineError::Sampling { .. }
+            | EngineError::Persist { .. } => Self::internal("request failed in the engine", &error),
         }
-    }
-}
-
-/// The request field an engine field name stands for.
-fn param_of(field: &str) -> String {
-    match field {
-        "prompt" | "prompt tokens" | "prompt token id" => "messages".into(),
-        "stop string bytes" => "stop".into(),
-        other => other.to_string(),
     }
 }
 

@@ -9,7 +9,7 @@ use std::io::{IsTerminal, Read, Write};
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 use tessera_constrain::{tools_prompt, CallFormat};
-use tessera_engine::{EngineConfig, EngineHandle, Event, GenerateRequest};
+use tessera_engine::{Constraint, EngineConfig, EngineHandle, Event, GenerateRequest};
 use tessera_model::{ChatMessage, LoadedModel};
 use tessera_sample::SamplingParams;
 
@@ -138,7 +138,7 @@ pub fn run(args: GenerateArgs) -> Result<()> {
         sampling: params,
         max_tokens: args.max_tokens,
         stop_at_eos: !args.ignore_eos,
-        tools: constraint,
+        constraint: constraint.map(Constraint::Tools),
         ..GenerateRequest::greedy(Vec::new(), 1)
     };
     let outcome = stream(&engine, request);
@@ -172,7 +172,7 @@ fn engine_config(args: &GenerateArgs, prompt_tokens: usize, context: usize) -> R
 /// Submit, print the text as it streams, and time it.
 fn stream(engine: &EngineHandle, request: GenerateRequest) -> Result<Timing> {
     let prompt_tokens = request.prompt.len();
-    let echo = request.tools.is_none();
+    let echo = request.constraint.is_none();
     let started = Instant::now();
     let mut events = engine.submit(request)?;
     let mut stdout = std::io::stdout().lock();
