@@ -138,6 +138,12 @@ impl From<EngineError> for ApiError {
     }
 }
 
+impl From<tessera_openai::InvalidRequest> for ApiError {
+    fn from(error: tessera_openai::InvalidRequest) -> Self {
+        Self::invalid(error.param, error.message)
+    }
+}
+
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         (self.status, Json(self.body())).into_response()

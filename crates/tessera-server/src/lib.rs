@@ -6,20 +6,19 @@
 //! stream, which cancels it and frees its KV blocks.
 #![deny(missing_docs)]
 
-pub mod api;
 mod body;
 mod chat;
 mod completions;
 mod error;
 mod metrics;
-mod pipeline;
-mod prompt;
 mod respond;
 mod routes;
 
 pub use error::ApiError;
-pub use pipeline::{Delta, Pipeline, StopScanner};
 pub use routes::router;
+pub use tessera_openai::api;
+use tessera_openai::{pipeline, prompt};
+pub use tessera_openai::{Delta, Pipeline, StopScanner};
 
 use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Mutex};

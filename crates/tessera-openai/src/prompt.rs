@@ -7,20 +7,20 @@
 //! own reply is then a cache hit too.
 
 use crate::api::{Content, Message, ToolSpec};
-use crate::error::ApiError;
+use crate::InvalidRequest;
 use serde_json::{json, Value};
 use tessera_constrain::{tools_prompt, CallFormat, Envelope, ToolDef};
 use tessera_model::ChatMessage;
 
 /// The tool definitions of a request, validated for shape (names and schemas
 /// are checked when the set compiles).
-pub fn tool_defs(tools: &[ToolSpec]) -> Result<Vec<ToolDef>, ApiError> {
+pub fn tool_defs(tools: &[ToolSpec]) -> Result<Vec<ToolDef>, InvalidRequest> {
     tools
         .iter()
         .enumerate()
         .map(|(i, tool)| {
             if tool.kind != "function" {
-                return Err(ApiError::invalid(
+                return Err(InvalidRequest::new(
                     format!("tools[{i}].type"),
                     format!("tool type `{}` is not supported (only `function`)", tool.kind),
                 ));
@@ -46,9 +46,9 @@ pub fn chat_messages(
     messages: &[Message],
     tools: &[ToolDef],
     format: CallFormat,
-) -> Result<Vec<ChatMessage>, ApiError> {
+) -> Result<Vec<ChatMessage>, InvalidRequest> {
     if messages.is_empty() {
-        return Err(ApiError::invalid("messages", "at least one message is required"));
+        return Err(InvalidRequest::new("messages", "at least one message is required"));
     }
     let mut rendered = Vec::with_capacity(messages.len() + 1);
     for (i, message) in messages.iter().enumerate() {
@@ -64,7 +64,7 @@ pub fn chat_messages(
     Ok(rendered)
 }
 
-fn render_message(i: usize, message: &Message, format: CallFormat) -> Result<ChatMessage, ApiError> {
+fn render_message(i: usize, message: &Message, format: CallFormat) -> Result<ChatMessage, InvalidRequest> {
     let text = content_text(i, message.content.as_ref())?;
     match message.role.as_str() {
         "system" | "developer" => Ok(ChatMessage::new("system", text)),
@@ -75,7 +75,7 @@ fn render_message(i: usize, message: &Message, format: CallFormat) -> Result<Cha
             for (j, call) in calls.iter().enumerate() {
                 // Some frameworks send "" for a call without arguments.
                 let arguments = replayed_arguments(&call.function.arguments).map_err(|error| {
-                    ApiError::invalid(
+                    InvalidRequest::new(
                         format!("messages[{i}].tool_calls[{j}].function.arguments"),
                         format!("not valid JSON: {error}"),
                     )
@@ -93,7 +93,7 @@ fn render_message(i: usize, message: &Message, format: CallFormat) -> Result<Cha
             CallFormat::Hermes => ChatMessage::new("user", format!("<tool_response>\n{text}\n</tool_response>")),
             CallFormat::Mistral | CallFormat::Llama3Json => ChatMessage::new("tool", text),
         }),
-        other => Err(ApiError::invalid(
+        other => Err(InvalidRequest::new(
             format!("messages[{i}].role"),
             format!("unknown role `{other}` (system, developer, user, assistant or tool)"),
         )),
@@ -119,7 +119,7 @@ pub fn replayed_arguments(text: &str) -> Result<String, serde_json::Error> {
 }
 
 /// A message's text: a string, or its text parts joined.
-fn content_text(i: usize, content: Option<&Content>) -> Result<String, ApiError> {
+fn content_text(i: usize, content: Option<&Content>) -> Result<String, InvalidRequest> {
     match content {
         None => Ok(String::new()),
         Some(Content::Text(text)) => Ok(text.clone()),
@@ -128,11 +128,11 @@ fn content_text(i: usize, content: Option<&Content>) -> Result<String, ApiError>
             .enumerate()
             .map(|(j, part)| match (part.kind.as_str(), &part.text) {
                 ("text", Some(text)) => Ok(text.as_str()),
-                ("text", None) => Err(ApiError::invalid(
+                ("text", None) => Err(InvalidRequest::new(
                     format!("messages[{i}].content[{j}].text"),
                     "a text part needs `text`",
                 )),
-                (other, _) => Err(ApiError::invalid(
+                (other, _) => Err(InvalidRequest::new(
                     format!("messages[{i}].content[{j}].type"),
                     format!("content part type `{other}` is not supported (only `text`)"),
                 )),
