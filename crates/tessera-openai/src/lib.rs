@@ -5,33 +5,22 @@
 //! limits and the one mapping from errors to HTTP statuses around it; an
 //! in-process caller can use it without a socket.
 //!
-//! A request this layer refuses is an [`InvalidRequest`] naming the request
-//! field at fault.
+//! [`chat_job`] and [`completion_job`] validate a request into a [`Job`]
+//! (the engine's request and how to answer it) against an [`OpenAi`]
+//! context; what they refuse is an [`OpenAiError`], a client's mistake
+//! always an [`InvalidRequest`] naming the request field at fault.
 #![deny(missing_docs)]
 
 pub mod api;
+mod chat;
+mod completions;
+mod context;
+mod error;
 pub mod pipeline;
 pub mod prompt;
 
+pub use chat::{chat_job, Job};
+pub use completions::completion_job;
+pub use context::{OpenAi, OpenAiConfig};
+pub use error::{InvalidRequest, OpenAiError};
 pub use pipeline::{Delta, Pipeline, StopScanner};
-
-/// A request refused by this layer: the field at fault (`messages[2].content`)
-/// and what is wrong with it.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{param}: {message}")]
-pub struct InvalidRequest {
-    /// The request field, as a path into the request body.
-    pub param: String,
-    /// What is wrong, for a person.
-    pub message: String,
-}
-
-impl InvalidRequest {
-    /// The request is wrong in `param`.
-    pub fn new(param: impl Into<String>, message: impl Into<String>) -> Self {
-        Self {
-            param: param.into(),
-            message: message.into(),
-        }
-    }
-}

@@ -144,6 +144,18 @@ impl From<tessera_openai::InvalidRequest> for ApiError {
     }
 }
 
+impl From<tessera_openai::OpenAiError> for ApiError {
+    fn from(error: tessera_openai::OpenAiError) -> Self {
+        match error {
+            tessera_openai::OpenAiError::Invalid(invalid) => invalid.into(),
+            tessera_openai::OpenAiError::Engine(engine) => engine.into(),
+            internal @ tessera_openai::OpenAiError::Internal { .. } => {
+                Self::internal("a request failed inside the OpenAI layer", &internal)
+            }
+        }
+    }
+}
+
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         (self.status, Json(self.body())).into_response()

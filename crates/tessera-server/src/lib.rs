@@ -7,8 +7,6 @@
 #![deny(missing_docs)]
 
 mod body;
-mod chat;
-mod completions;
 mod error;
 mod metrics;
 mod respond;
@@ -17,14 +15,12 @@ mod routes;
 pub use error::ApiError;
 pub use routes::router;
 pub use tessera_openai::api;
-use tessera_openai::{pipeline, prompt};
 pub use tessera_openai::{Delta, Pipeline, StopScanner};
 
-use std::sync::atomic::AtomicU64;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
-use tessera_constrain::{SchemaOptions, ToolSetCache};
 use tessera_engine::EngineHandle;
+use tessera_openai::{OpenAi, OpenAiConfig};
 
 /// How the server behaves at its edge.
 #[derive(Debug, Clone)]
@@ -66,43 +62,36 @@ pub const DEFAULT_MAX_TOKENS: usize = 1024;
 /// is well under 1 MiB).
 pub const DEFAULT_MAX_BODY_BYTES: usize = 8 * 1024 * 1024;
 
-/// Tool sets compiled and kept, keyed by their canonical hash.
-const TOOL_SETS_KEPT: usize = 64;
-
 /// What every handler shares.
 #[derive(Debug, Clone)]
 pub struct AppState {
     pub(crate) engine: EngineHandle,
     pub(crate) config: Arc<ServerConfig>,
-    pub(crate) tool_sets: Arc<Mutex<ToolSetCache>>,
-    pub(crate) next_id: Arc<AtomicU64>,
-    /// Unix seconds at start (the model's `created`).
-    pub(crate) started: u64,
+    /// Request validation and answers, shared with in-process callers' code.
+    pub(crate) openai: OpenAi,
 }
 
 impl AppState {
     /// State for a server over `engine`.
     pub fn new(engine: EngineHandle, config: ServerConfig) -> Self {
-        let started = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.as_secs())
-            .unwrap_or(0);
-        let schemas = SchemaOptions {
-            lenient: config.lenient_schemas,
-            ..SchemaOptions::GENERATION
-        };
+        let openai = OpenAi::new(
+            engine.clone(),
+            OpenAiConfig {
+                model_name: config.model_name.clone(),
+                default_max_tokens: config.default_max_tokens,
+                lenient_schemas: config.lenient_schemas,
+            },
+        );
         Self {
             engine,
             config: Arc::new(config),
-            tool_sets: Arc::new(Mutex::new(ToolSetCache::with_options(TOOL_SETS_KEPT, schemas))),
-            next_id: Arc::new(AtomicU64::new(1)),
-            started,
+            openai,
         }
     }
 
     /// A fresh response number.
     pub(crate) fn next_id(&self) -> u64 {
-        self.next_id.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+        self.openai.next_id()
     }
 }
 

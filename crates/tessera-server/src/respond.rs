@@ -5,9 +5,7 @@
 //! request and frees its blocks.
 
 use crate::api::UsageBody;
-use crate::chat::Job;
 use crate::error::ApiError;
-use crate::pipeline::{Delta, Pipeline};
 use crate::AppState;
 use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
@@ -16,6 +14,8 @@ use serde_json::{json, Value};
 use std::collections::VecDeque;
 use std::convert::Infallible;
 use tessera_engine::{Completion, Event, EventStream, FinishReason};
+use tessera_openai::Job;
+use tessera_openai::{Delta, Pipeline};
 
 /// Which endpoint's shapes to answer with.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -44,7 +44,7 @@ pub async fn answer(state: &AppState, job: Job, shape: Shape) -> Response {
         Shape::Completion => "cmpl",
     };
     // Ids stay unique across restarts: the start time is part of them.
-    let base = format!("{:x}{number:04x}", state.started);
+    let base = format!("{:x}{number:04x}", state.openai.started());
     let header = Header {
         shape,
         id: format!("{prefix}-{base}"),

@@ -2,8 +2,6 @@
 
 use crate::api::{ChatRequest, CompletionRequest};
 use crate::body::parse;
-use crate::chat::chat_job;
-use crate::completions::completion_job;
 use crate::error::ApiError;
 use crate::metrics::prometheus;
 use crate::respond::{answer, Shape};
@@ -17,6 +15,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
 use serde_json::json;
+use tessera_openai::{chat_job, completion_job};
 
 /// Header naming the client's session (preferred over the body's `user`).
 pub const SESSION_HEADER: &str = "x-session-id";
@@ -75,7 +74,7 @@ async fn chat_completions(
     body: Result<Bytes, BytesRejection>,
 ) -> Response {
     let job = parse::<ChatRequest>(body, state.config.max_body_bytes)
-        .and_then(|request| chat_job(&state, request, session(&headers)));
+        .and_then(|request| chat_job(&state.openai, request, session(&headers)).map_err(ApiError::from));
     match job {
         Ok(job) => {
             let warnings = job.schema_warnings.clone();
@@ -110,7 +109,7 @@ async fn completions(
     body: Result<Bytes, BytesRejection>,
 ) -> Response {
     let job = parse::<CompletionRequest>(body, state.config.max_body_bytes)
-        .and_then(|request| completion_job(&state, request, session(&headers)));
+        .and_then(|request| completion_job(&state.openai, request, session(&headers)).map_err(ApiError::from));
     match job {
         Ok(job) => answer(&state, job, Shape::Completion).await,
         Err(error) => error.into_response(),
@@ -119,7 +118,7 @@ async fn completions(
 
 async fn models(State(state): State<AppState>) -> Json<serde_json::Value> {
     Json(json!({"object": "list", "data": [{
-        "id": state.config.model_name, "object": "model", "created": state.started, "owned_by": "tessera",
+        "id": state.config.model_name, "object": "model", "created": state.openai.started(), "owned_by": "tessera",
     }]}))
 }
 

@@ -2,9 +2,9 @@
 //! engine's [`GenerateRequest`] plus what answering it needs.
 
 use crate::api::{AllowedTool, ChatRequest, ResponseFormat, StopSpec, StreamOptions, ToolChoiceObject, ToolChoiceSpec};
-use crate::error::ApiError;
 use crate::prompt::{chat_messages, tool_defs};
-use crate::AppState;
+use crate::OpenAi;
+use crate::OpenAiError;
 use serde_json::json;
 use std::sync::Arc;
 use tessera_constrain::{CallMode, CompiledTools, ConstrainError, ToolChoice, ToolDef};
@@ -30,7 +30,7 @@ pub struct Job {
 }
 
 /// Validate `body` into a job; `session` is the `X-Session-Id` header, if sent.
-pub fn chat_job(state: &AppState, body: ChatRequest, session: Option<String>) -> Result<Job, ApiError> {
+pub fn chat_job(state: &OpenAi, body: ChatRequest, session: Option<String>) -> Result<Job, OpenAiError> {
     unsupported(&body)?;
     let defs = tool_defs(body.tools.as_deref().unwrap_or_default())?;
     let format = state.engine.call_format();
@@ -39,11 +39,11 @@ pub fn chat_job(state: &AppState, body: ChatRequest, session: Option<String>) ->
         .engine
         .template()
         .render(&messages, true)
-        .map_err(|error| ApiError::invalid("messages", format!("the chat template rejected them: {error}")))?;
+        .map_err(|error| OpenAiError::invalid("messages", format!("the chat template rejected them: {error}")))?;
     let prompt = state
         .engine
         .encode_prompt(&text)
-        .map_err(|error| ApiError::internal("tokenizing a prompt", &error))?;
+        .map_err(|error| OpenAiError::internal("tokenizing a prompt", error))?;
     let tools = tool_constraint(state, &defs, body.tool_choice.as_ref(), body.parallel_tool_calls)?;
     let response_schema = response_schema(state, body.response_format.as_ref())?;
     let schema_warnings: Vec<String> = tools
@@ -55,7 +55,7 @@ pub fn chat_job(state: &AppState, body: ChatRequest, session: Option<String>) ->
     let max_tokens = max_tokens(state, prompt.len(), body.max_completion_tokens.or(body.max_tokens))?;
     let constraint = match (tools, response_schema) {
         (Some(_), Some(_)) => {
-            return Err(ApiError::invalid(
+            return Err(OpenAiError::invalid(
                 "response_format",
                 "a JSON response format cannot be combined with tools",
             ))
@@ -87,21 +87,24 @@ pub fn chat_job(state: &AppState, body: ChatRequest, session: Option<String>) ->
 }
 
 /// Parameters Tessera does not implement are refused, not silently ignored.
-fn unsupported(body: &ChatRequest) -> Result<(), ApiError> {
+fn unsupported(body: &ChatRequest) -> Result<(), OpenAiError> {
     check_temperature(body.temperature)?;
     if body.n.is_some_and(|n| n != 1) {
-        return Err(ApiError::invalid("n", "only n = 1 is supported"));
+        return Err(OpenAiError::invalid("n", "only n = 1 is supported"));
     }
     for (param, value) in [
         ("presence_penalty", body.presence_penalty),
         ("frequency_penalty", body.frequency_penalty),
     ] {
         if value.is_some_and(|v| v != 0.0) {
-            return Err(ApiError::invalid(param, format!("{param} is not supported (only 0)")));
+            return Err(OpenAiError::invalid(
+                param,
+                format!("{param} is not supported (only 0)"),
+            ));
         }
     }
     if body.logprobs == Some(true) {
-        return Err(ApiError::invalid("logprobs", "logprobs are not supported"));
+        return Err(OpenAiError::invalid("logprobs", "logprobs are not supported"));
     }
     Ok(())
 }
@@ -113,7 +116,7 @@ pub(crate) fn include_usage(options: Option<&StreamOptions>) -> bool {
 /// OpenAI's defaults (temperature 1, top_p 1); a request without a seed gets
 /// a fresh one.
 pub(crate) fn sampling(
-    state: &AppState,
+    state: &OpenAi,
     temperature: Option<f32>,
     top_p: Option<f32>,
     seed: Option<u64>,
@@ -121,15 +124,15 @@ pub(crate) fn sampling(
     SamplingParams {
         temperature: temperature.unwrap_or(1.0),
         top_p: top_p.unwrap_or(1.0),
-        seed: seed.unwrap_or_else(|| state.started.rotate_left(17) ^ state.next_id()),
+        seed: seed.unwrap_or_else(|| state.started().rotate_left(17) ^ state.next_id()),
         ..SamplingParams::default()
     }
 }
 
 /// Temperature above OpenAI's 2 is refused here; the engine checks the rest.
-pub(crate) fn check_temperature(temperature: Option<f32>) -> Result<(), ApiError> {
+pub(crate) fn check_temperature(temperature: Option<f32>) -> Result<(), OpenAiError> {
     match temperature {
-        Some(t) if !(0.0..=2.0).contains(&t) => Err(ApiError::invalid(
+        Some(t) if !(0.0..=2.0).contains(&t) => Err(OpenAiError::invalid(
             "temperature",
             format!("temperature is {t}, outside [0, 2]"),
         )),
@@ -139,17 +142,17 @@ pub(crate) fn check_temperature(temperature: Option<f32>) -> Result<(), ApiError
 
 /// The requested limit, or the server's default capped by what is left of the
 /// context; the prompt and a requested limit together must fit the context.
-pub(crate) fn max_tokens(state: &AppState, prompt: usize, requested: Option<u64>) -> Result<usize, ApiError> {
+pub(crate) fn max_tokens(state: &OpenAi, prompt: usize, requested: Option<u64>) -> Result<usize, OpenAiError> {
     let context = state.engine.model_config().max_context;
     let room = context.saturating_sub(prompt);
     match requested {
-        _ if room == 0 => Err(ApiError::invalid(
+        _ if room == 0 => Err(OpenAiError::invalid(
             "messages",
             format!("the prompt is {prompt} tokens, which fills the model's context of {context} tokens"),
         )),
         None => Ok(room.min(state.config.default_max_tokens)),
-        Some(0) => Err(ApiError::invalid("max_tokens", "max_tokens must be at least 1")),
-        Some(n) if n as usize > room => Err(ApiError::invalid(
+        Some(0) => Err(OpenAiError::invalid("max_tokens", "max_tokens must be at least 1")),
+        Some(n) if n as usize > room => Err(OpenAiError::invalid(
             "max_tokens",
             format!(
                 "the prompt ({prompt} tokens) plus max_tokens ({n}) is over the model's context of {context} tokens"
@@ -159,7 +162,7 @@ pub(crate) fn max_tokens(state: &AppState, prompt: usize, requested: Option<u64>
     }
 }
 
-pub(crate) fn stop_strings(stop: Option<StopSpec>) -> Result<Vec<String>, ApiError> {
+pub(crate) fn stop_strings(stop: Option<StopSpec>) -> Result<Vec<String>, OpenAiError> {
     Ok(match stop {
         None => Vec::new(),
         Some(StopSpec::One(one)) => vec![one],
@@ -169,15 +172,15 @@ pub(crate) fn stop_strings(stop: Option<StopSpec>) -> Result<Vec<String>, ApiErr
 
 /// The tool constraint: OpenAI's default choice is `auto` when tools are given.
 fn tool_constraint(
-    state: &AppState,
+    state: &OpenAi,
     defs: &[ToolDef],
     choice: Option<&ToolChoiceSpec>,
     parallel: Option<bool>,
-) -> Result<Option<ToolConstraint>, ApiError> {
+) -> Result<Option<ToolConstraint>, OpenAiError> {
     let choice = match (defs.is_empty(), choice) {
         (true, None) => return Ok(None),
         (true, Some(ToolChoiceSpec::Mode(mode))) if mode == "none" => return Ok(None),
-        (true, Some(_)) => return Err(ApiError::invalid("tool_choice", "tool_choice needs `tools`")),
+        (true, Some(_)) => return Err(OpenAiError::invalid("tool_choice", "tool_choice needs `tools`")),
         (false, None) => tool_choice(CallMode::Auto, None),
         (false, Some(spec)) => parse_choice(spec)?,
     };
@@ -194,7 +197,7 @@ fn tool_constraint(
                     .map(|i| format!("tools[{i}].function.parameters{}", pointer_as_field_path(path))),
                 _ => None,
             };
-            ApiError::invalid(param.unwrap_or_else(|| "tools".into()), error.to_string())
+            OpenAiError::invalid(param.unwrap_or_else(|| "tools".into()), error.to_string())
         })?;
     // A single forced function is called once, as OpenAI does.
     let single = choice.mode == CallMode::Required
@@ -219,36 +222,36 @@ fn tool_choice(mode: CallMode, allowed: Option<Vec<String>>) -> ToolChoice {
     }
 }
 
-fn parse_choice(spec: &ToolChoiceSpec) -> Result<ToolChoice, ApiError> {
+fn parse_choice(spec: &ToolChoiceSpec) -> Result<ToolChoice, OpenAiError> {
     match spec {
         ToolChoiceSpec::Mode(mode) => Ok(tool_choice(call_mode(mode, "tool_choice")?, None)),
         ToolChoiceSpec::Object(object) => parse_choice_object(object),
     }
 }
 
-fn call_mode(mode: &str, param: &str) -> Result<CallMode, ApiError> {
+fn call_mode(mode: &str, param: &str) -> Result<CallMode, OpenAiError> {
     match mode {
         "none" => Ok(CallMode::None),
         "auto" => Ok(CallMode::Auto),
         "required" => Ok(CallMode::Required),
-        other => Err(ApiError::invalid(
+        other => Err(OpenAiError::invalid(
             param,
             format!("unknown mode `{other}` (none, auto or required)"),
         )),
     }
 }
 
-fn parse_choice_object(object: &ToolChoiceObject) -> Result<ToolChoice, ApiError> {
+fn parse_choice_object(object: &ToolChoiceObject) -> Result<ToolChoice, OpenAiError> {
     match (object.kind.as_str(), &object.function, &object.allowed_tools) {
         ("function", Some(function), _) => Ok(tool_choice(CallMode::Required, Some(vec![function.name.clone()]))),
-        ("function", None, _) => Err(ApiError::invalid(
+        ("function", None, _) => Err(OpenAiError::invalid(
             "tool_choice.function",
             "a named choice needs `function.name`",
         )),
         ("allowed_tools", _, Some(allowed)) => {
             let mode = call_mode(&allowed.mode, "tool_choice.allowed_tools.mode")?;
             if mode == CallMode::None {
-                return Err(ApiError::invalid(
+                return Err(OpenAiError::invalid(
                     "tool_choice.allowed_tools.mode",
                     "must be auto or required",
                 ));
@@ -263,11 +266,11 @@ fn parse_choice_object(object: &ToolChoiceObject) -> Result<ToolChoice, ApiError
                 .collect();
             Ok(tool_choice(mode, Some(names)))
         }
-        ("allowed_tools", _, None) => Err(ApiError::invalid(
+        ("allowed_tools", _, None) => Err(OpenAiError::invalid(
             "tool_choice.allowed_tools",
             "an allowed_tools choice needs `allowed_tools`",
         )),
-        (other, _, _) => Err(ApiError::invalid(
+        (other, _, _) => Err(OpenAiError::invalid(
             "tool_choice.type",
             format!("unknown tool_choice type `{other}` (function or allowed_tools)"),
         )),
@@ -275,7 +278,7 @@ fn parse_choice_object(object: &ToolChoiceObject) -> Result<ToolChoice, ApiError
 }
 
 /// `json_object` = any object; `json_schema` = its schema, through the same automaton.
-fn response_schema(state: &AppState, format: Option<&ResponseFormat>) -> Result<Option<Arc<CompiledTools>>, ApiError> {
+fn response_schema(state: &OpenAi, format: Option<&ResponseFormat>) -> Result<Option<Arc<CompiledTools>>, OpenAiError> {
     let Some(format) = format else {
         return Ok(None);
     };
@@ -288,7 +291,7 @@ fn response_schema(state: &AppState, format: Option<&ResponseFormat>) -> Result<
                 .as_ref()
                 .and_then(|s| s.schema.clone())
                 .ok_or_else(|| {
-                    ApiError::invalid(
+                    OpenAiError::invalid(
                         "response_format.json_schema.schema",
                         "a json_schema format needs `schema`",
                     )
@@ -296,7 +299,7 @@ fn response_schema(state: &AppState, format: Option<&ResponseFormat>) -> Result<
             (schema, "response_format.json_schema.schema")
         }
         other => {
-            return Err(ApiError::invalid(
+            return Err(OpenAiError::invalid(
                 "response_format.type",
                 format!("unknown response format `{other}` (text, json_object or json_schema)"),
             ))
@@ -318,7 +321,7 @@ fn response_schema(state: &AppState, format: Option<&ResponseFormat>) -> Result<
                 ConstrainError::InvalidSchema { path, .. } => format!("{param}{}", pointer_as_field_path(path)),
                 _ => param.to_string(),
             };
-            ApiError::invalid(param, error.to_string())
+            OpenAiError::invalid(param, error.to_string())
         })
 }
 

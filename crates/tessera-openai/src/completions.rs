@@ -2,8 +2,8 @@
 
 use crate::api::{CompletionRequest, PromptSpec};
 use crate::chat::{check_temperature, include_usage, max_tokens, sampling, stop_strings, Job};
-use crate::error::ApiError;
-use crate::AppState;
+use crate::OpenAi;
+use crate::OpenAiError;
 use std::sync::Arc;
 use tessera_engine::GenerateRequest;
 
@@ -12,9 +12,9 @@ const DEFAULT_MAX_TOKENS: u64 = 16;
 
 /// Parameters Tessera does not implement are refused, not silently ignored
 /// (an evaluation harness asking for `echo` or `logprobs` must not get wrong scores).
-fn unsupported(body: &CompletionRequest) -> Result<(), ApiError> {
+fn unsupported(body: &CompletionRequest) -> Result<(), OpenAiError> {
     check_temperature(body.temperature)?;
-    let refuse = |param: &str, what: &str| Err(ApiError::invalid(param, format!("{param}: {what}")));
+    let refuse = |param: &str, what: &str| Err(OpenAiError::invalid(param, format!("{param}: {what}")));
     if body.n.is_some_and(|n| n != 1) {
         return refuse("n", "only n = 1 is supported");
     }
@@ -42,31 +42,33 @@ fn unsupported(body: &CompletionRequest) -> Result<(), ApiError> {
 }
 
 /// Validate `body` into a job; `session` is the `X-Session-Id` header, if sent.
-pub fn completion_job(state: &AppState, body: CompletionRequest, session: Option<String>) -> Result<Job, ApiError> {
+pub fn completion_job(state: &OpenAi, body: CompletionRequest, session: Option<String>) -> Result<Job, OpenAiError> {
     unsupported(&body)?;
     let text = match body.prompt {
         PromptSpec::One(text) => text,
         PromptSpec::Many(mut many) if many.len() == 1 => many.remove(0),
         PromptSpec::Many(many) => {
-            return Err(ApiError::invalid(
+            return Err(OpenAiError::invalid(
                 "prompt",
                 format!("{} prompts given; one prompt per request is supported", many.len()),
             ))
         }
     };
     if text.is_empty() {
-        return Err(ApiError::invalid("prompt", "the prompt is empty"));
+        return Err(OpenAiError::invalid("prompt", "the prompt is empty"));
     }
     let prompt = state
         .engine
         .tokenizer()
         .encode(&text)
-        .map_err(|error| ApiError::internal("tokenizing a prompt", &error))?;
+        .map_err(|error| OpenAiError::internal("tokenizing a prompt", error))?;
     let limit =
         max_tokens(state, prompt.len(), Some(body.max_tokens.unwrap_or(DEFAULT_MAX_TOKENS))).map_err(|error| {
-            match error.param.as_deref() {
-                Some("messages") => ApiError::invalid("prompt", error.message),
-                _ => error,
+            match error {
+                OpenAiError::Invalid(invalid) if invalid.param == "messages" => {
+                    OpenAiError::invalid("prompt", invalid.message)
+                }
+                other => other,
             }
         })?;
     let stops = stop_strings(body.stop)?;

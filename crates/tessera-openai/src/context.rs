@@ -1,0 +1,74 @@
+//! What validating a request needs besides the request: the engine (its
+//! template, tokenizer and limits), the serving defaults, and the cache of
+//! compiled tool sets.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use tessera_constrain::{SchemaOptions, ToolSetCache};
+use tessera_engine::EngineHandle;
+
+/// Tool sets compiled and kept, keyed by their canonical hash.
+const TOOL_SETS_KEPT: usize = 64;
+
+/// How requests are read when they leave something unsaid.
+#[derive(Debug, Clone)]
+pub struct OpenAiConfig {
+    /// The model id responses echo when a request names none.
+    pub model_name: String,
+    /// Most tokens a response gets when the request names no limit.
+    pub default_max_tokens: usize,
+    /// Ignore schema keywords the constraint cannot enforce (each named in
+    /// the job's warnings) instead of refusing the request.
+    pub lenient_schemas: bool,
+}
+
+/// The shared context of request validation (cheap to clone).
+#[derive(Debug, Clone)]
+pub struct OpenAi {
+    pub(crate) engine: EngineHandle,
+    pub(crate) config: Arc<OpenAiConfig>,
+    pub(crate) tool_sets: Arc<Mutex<ToolSetCache>>,
+    next_id: Arc<AtomicU64>,
+    started: u64,
+}
+
+impl OpenAi {
+    /// The context for requests to `engine`.
+    pub fn new(engine: EngineHandle, config: OpenAiConfig) -> Self {
+        let started = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_secs())
+            .unwrap_or(0);
+        let schemas = SchemaOptions {
+            lenient: config.lenient_schemas,
+            ..SchemaOptions::GENERATION
+        };
+        Self {
+            engine,
+            config: Arc::new(config),
+            tool_sets: Arc::new(Mutex::new(ToolSetCache::with_options(TOOL_SETS_KEPT, schemas))),
+            next_id: Arc::new(AtomicU64::new(1)),
+            started,
+        }
+    }
+
+    /// The engine requests run on.
+    pub fn engine(&self) -> &EngineHandle {
+        &self.engine
+    }
+
+    /// The serving defaults.
+    pub fn config(&self) -> &OpenAiConfig {
+        &self.config
+    }
+
+    /// A fresh response number.
+    pub fn next_id(&self) -> u64 {
+        self.next_id.fetch_add(1, Ordering::Relaxed)
+    }
+
+    /// Unix seconds when this context was made (the model's `created`).
+    pub fn started(&self) -> u64 {
+        self.started
+    }
+}

@@ -1,0 +1,60 @@
+//! Why this layer refused or failed a request, typed; `tessera-server` maps
+//! each kind to an HTTP status once.
+
+use tessera_engine::{EngineError, SourceError};
+
+/// A request refused by this layer: the field at fault (`messages[2].content`)
+/// and what is wrong with it.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{param}: {message}")]
+pub struct InvalidRequest {
+    /// The request field, as a path into the request body.
+    pub param: String,
+    /// What is wrong, for a person.
+    pub message: String,
+}
+
+impl InvalidRequest {
+    /// The request is wrong in `param`.
+    pub fn new(param: impl Into<String>, message: impl Into<String>) -> Self {
+        Self {
+            param: param.into(),
+            message: message.into(),
+        }
+    }
+}
+
+/// Why a request could not become a job or an answer.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum OpenAiError {
+    /// The client's request is wrong (a 400).
+    #[error(transparent)]
+    Invalid(#[from] InvalidRequest),
+    /// The engine refused or failed it (its own kinds: input, queue full, stopped, internal).
+    #[error(transparent)]
+    Engine(#[from] EngineError),
+    /// Something failed inside this layer (not the client's doing).
+    #[error("{doing}: {source}")]
+    Internal {
+        /// What was being done.
+        doing: &'static str,
+        /// The error that caused it.
+        #[source]
+        source: SourceError,
+    },
+}
+
+impl OpenAiError {
+    /// The request is wrong in `param`.
+    pub fn invalid(param: impl Into<String>, message: impl Into<String>) -> Self {
+        Self::Invalid(InvalidRequest::new(param, message))
+    }
+
+    /// An internal failure while `doing` something.
+    pub fn internal(doing: &'static str, source: impl std::error::Error + Send + Sync + 'static) -> Self {
+        Self::Internal {
+            doing,
+            source: std::sync::Arc::new(source),
+        }
+    }
+}
