@@ -127,7 +127,7 @@ fn walk_in(envelope: &Envelope, choice: ToolChoice, text: &str, seed: u64) -> us
 fn choice(mode: CallMode, allowed: Option<&[&str]>, parallel: bool) -> ToolChoice {
     ToolChoice {
         mode,
-        allowed: allowed.map(|a| a.iter().map(|s| s.to_string()).collect()),
+        allowed: allowed.map(|a| a.iter().map(|s| tessera_constrain::AllowedTool::parse(s)).collect()),
         parallel,
     }
 }

@@ -8,7 +8,9 @@ mod common;
 
 use serde_json::{json, Value};
 use std::sync::Arc;
-use tessera_constrain::{parse_response, tools_prompt, CallFormat, CallMode, CompiledTools, ToolChoice, ToolDef};
+use tessera_constrain::{
+    parse_response, tools_prompt, AllowedTool, CallFormat, CallMode, CompiledTools, ToolChoice, ToolDef,
+};
 use tessera_engine::{
     Constraint, EngineConfig, EngineError, EngineHandle, Field, FinishReason, GenerateRequest, Output, ToolConstraint,
 };
@@ -212,7 +214,7 @@ const FAMILIES: [&str; 5] = ["browser_*", "file_*", "shell_*", "git_*", "math_*"
 
 /// A request's mode: label, choice.
 fn choices(i: usize, tools: &[ToolDef]) -> Vec<(&'static str, ToolChoice)> {
-    let choice = |mode, allowed: Option<Vec<String>>| ToolChoice {
+    let choice = |mode, allowed: Option<Vec<AllowedTool>>| ToolChoice {
         mode,
         allowed,
         parallel: false,
@@ -223,11 +225,17 @@ fn choices(i: usize, tools: &[ToolDef]) -> Vec<(&'static str, ToolChoice)> {
         ("required", choice(CallMode::Required, None)),
         (
             "named",
-            choice(CallMode::Required, Some(vec![tools[i % tools.len()].name.clone()])),
+            choice(
+                CallMode::Required,
+                Some(vec![AllowedTool::Name(tools[i % tools.len()].name.clone())]),
+            ),
         ),
         (
             "family",
-            choice(CallMode::Required, Some(vec![FAMILIES[i % FAMILIES.len()].to_string()])),
+            choice(
+                CallMode::Required,
+                Some(vec![AllowedTool::parse(FAMILIES[i % FAMILIES.len()])]),
+            ),
         ),
     ]
 }
@@ -260,9 +268,9 @@ fn check(case: &Case, tools: &[ToolDef], validators: &[jsonschema::Validator]) -
     for call in &parsed.calls {
         let allowed = match &case.choice.allowed {
             None => true,
-            Some(patterns) => patterns.iter().any(|p| match p.strip_suffix('*') {
-                Some(prefix) => call.name.starts_with(prefix),
-                None => &call.name == p,
+            Some(entries) => entries.iter().any(|entry| match entry {
+                AllowedTool::Family(prefix) => call.name.starts_with(prefix.as_str()),
+                AllowedTool::Name(name) => &call.name == name,
             }),
         };
         if !allowed {

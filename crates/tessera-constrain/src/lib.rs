@@ -25,7 +25,7 @@ mod tools;
 mod value;
 mod vocab;
 
-pub use call::{CallMode, ToolChoice};
+pub use call::{AllowedTool, CallMode, ToolChoice};
 pub use error::ConstrainError;
 pub use format::{CallFormat, Envelope};
 pub use matcher::{RejectedToken, TokenMask, ToolCallMatcher};

@@ -4,7 +4,7 @@
 use crate::json::Shortest;
 use crate::literal::LiteralTrie;
 use crate::schema::{NodeId, SchemaArena, SchemaOptions};
-use crate::ConstrainError;
+use crate::{AllowedTool, ConstrainError};
 use serde_json::Value;
 use std::hash::{Hash, Hasher};
 
@@ -114,29 +114,29 @@ impl CompiledTools {
         &self.arena.warnings
     }
 
-    /// Resolve `allowed` (names, or `prefix*` families; `None` = every tool) to tool indices.
-    pub fn resolve(&self, allowed: Option<&[String]>) -> Result<Vec<usize>, ConstrainError> {
-        let Some(patterns) = allowed else {
+    /// Resolve `allowed` (names or families; `None` = every tool) to tool indices.
+    pub fn resolve(&self, allowed: Option<&[AllowedTool]>) -> Result<Vec<usize>, ConstrainError> {
+        let Some(entries) = allowed else {
             return Ok((0..self.names.len()).collect());
         };
         let mut chosen = vec![false; self.names.len()];
-        for pattern in patterns {
-            match pattern.strip_suffix('*') {
-                Some(prefix) => {
+        for entry in entries {
+            match entry {
+                AllowedTool::Family(prefix) => {
                     let family: Vec<usize> = (0..self.names.len())
-                        .filter(|&i| self.names[i].starts_with(prefix))
+                        .filter(|&i| self.names[i].starts_with(prefix.as_str()))
                         .collect();
                     if family.is_empty() {
-                        return Err(ConstrainError::EmptyFamily(prefix.to_string()));
+                        return Err(ConstrainError::EmptyFamily(prefix.clone()));
                     }
                     family.iter().for_each(|&i| chosen[i] = true);
                 }
-                None => {
+                AllowedTool::Name(name) => {
                     let index = self
                         .names
                         .iter()
-                        .position(|n| n == pattern)
-                        .ok_or_else(|| ConstrainError::UnknownTool(pattern.clone()))?;
+                        .position(|n| n == name)
+                        .ok_or_else(|| ConstrainError::UnknownTool(name.clone()))?;
                     chosen[index] = true;
                 }
             }

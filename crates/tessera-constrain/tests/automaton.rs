@@ -6,7 +6,8 @@
 use serde_json::{json, Value};
 use std::sync::Arc;
 use tessera_constrain::{
-    CallFormat, CallMode, CompiledTools, ConstrainError, Envelope, SchemaOptions, ToolCallMatcher, ToolChoice, ToolDef,
+    AllowedTool, CallFormat, CallMode, CompiledTools, ConstrainError, Envelope, SchemaOptions, ToolCallMatcher,
+    ToolChoice, ToolDef,
 };
 
 fn tool(name: &str, parameters: Value) -> ToolDef {
@@ -207,7 +208,7 @@ fn modes_names_and_families() {
     let tools = family_tools();
     let choice = |mode, allowed: Option<&[&str]>, parallel| ToolChoice {
         mode,
-        allowed: allowed.map(|a| a.iter().map(|s| s.to_string()).collect()),
+        allowed: allowed.map(|a| a.iter().map(|s| AllowedTool::parse(s)).collect()),
         parallel,
     };
     let auto = choice(CallMode::Auto, None, false);

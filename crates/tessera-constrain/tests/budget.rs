@@ -179,7 +179,7 @@ fn object(rng: &mut Rng, depth: u32) -> Value {
 fn required(name: &str) -> ToolChoice {
     ToolChoice {
         mode: CallMode::Required,
-        allowed: Some(vec![name.to_string()]),
+        allowed: Some(vec![tessera_constrain::AllowedTool::Name(name.to_string())]),
         parallel: false,
     }
 }

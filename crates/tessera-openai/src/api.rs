@@ -184,13 +184,13 @@ pub struct AllowedTools {
     /// `auto` or `required`.
     pub mode: String,
     /// The tools allowed.
-    pub tools: Vec<AllowedTool>,
+    pub tools: Vec<AllowedToolSpec>,
 }
 
 /// One allowed tool: `{"type": "function", "function": {"name": …}}` or a bare name.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(untagged)]
-pub enum AllowedTool {
+pub enum AllowedToolSpec {
     /// A name, or `prefix*`.
     Name(String),
     /// The OpenAI object form.

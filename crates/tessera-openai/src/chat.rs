@@ -1,13 +1,15 @@
 //! `POST /v1/chat/completions`: the OpenAI request, validated into the
 //! engine's [`GenerateRequest`] plus what answering it needs.
 
-use crate::api::{AllowedTool, ChatRequest, ResponseFormat, StopSpec, StreamOptions, ToolChoiceObject, ToolChoiceSpec};
+use crate::api::{
+    AllowedToolSpec, ChatRequest, ResponseFormat, StopSpec, StreamOptions, ToolChoiceObject, ToolChoiceSpec,
+};
 use crate::prompt::{chat_messages, tool_defs};
 use crate::OpenAi;
 use crate::OpenAiError;
 use serde_json::json;
 use std::sync::Arc;
-use tessera_constrain::{CallMode, CompiledTools, ConstrainError, ToolChoice, ToolDef};
+use tessera_constrain::{AllowedTool, CallMode, CompiledTools, ConstrainError, ToolChoice, ToolDef};
 use tessera_engine::{Constraint, GenerateRequest, ToolConstraint};
 use tessera_sample::SamplingParams;
 
@@ -204,7 +206,7 @@ fn tool_constraint(
         && choice
             .allowed
             .as_ref()
-            .is_some_and(|names| names.len() == 1 && !names[0].ends_with('*'));
+            .is_some_and(|allowed| matches!(allowed.as_slice(), [AllowedTool::Name(_)]));
     Ok(Some(ToolConstraint {
         tools,
         choice: ToolChoice {
@@ -214,7 +216,7 @@ fn tool_constraint(
     }))
 }
 
-fn tool_choice(mode: CallMode, allowed: Option<Vec<String>>) -> ToolChoice {
+fn tool_choice(mode: CallMode, allowed: Option<Vec<AllowedTool>>) -> ToolChoice {
     ToolChoice {
         mode,
         allowed,
@@ -243,7 +245,10 @@ fn call_mode(mode: &str, param: &str) -> Result<CallMode, OpenAiError> {
 
 fn parse_choice_object(object: &ToolChoiceObject) -> Result<ToolChoice, OpenAiError> {
     match (object.kind.as_str(), &object.function, &object.allowed_tools) {
-        ("function", Some(function), _) => Ok(tool_choice(CallMode::Required, Some(vec![function.name.clone()]))),
+        ("function", Some(function), _) => Ok(tool_choice(
+            CallMode::Required,
+            Some(vec![AllowedTool::parse(&function.name)]),
+        )),
         ("function", None, _) => Err(OpenAiError::invalid(
             "tool_choice.function",
             "a named choice needs `function.name`",
@@ -260,8 +265,8 @@ fn parse_choice_object(object: &ToolChoiceObject) -> Result<ToolChoice, OpenAiEr
                 .tools
                 .iter()
                 .map(|tool| match tool {
-                    AllowedTool::Name(name) => name.clone(),
-                    AllowedTool::Function { function } => function.name.clone(),
+                    AllowedToolSpec::Name(name) => AllowedTool::parse(name),
+                    AllowedToolSpec::Function { function } => AllowedTool::parse(&function.name),
                 })
                 .collect();
             Ok(tool_choice(mode, Some(names)))

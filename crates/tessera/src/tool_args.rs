@@ -6,7 +6,7 @@ use anyhow::{bail, Context, Result};
 use serde_json::Value;
 use std::path::Path;
 use std::sync::Arc;
-use tessera_constrain::{CallMode, CompiledTools, ToolChoice, ToolDef};
+use tessera_constrain::{AllowedTool, CallMode, CompiledTools, ToolChoice, ToolDef};
 use tessera_engine::ToolConstraint;
 
 /// Read and compile a tools file.
@@ -52,7 +52,7 @@ pub fn parse_choice(choice: &str, parallel: bool) -> ToolChoice {
         "required" => (CallMode::Required, None),
         names => (
             CallMode::Required,
-            Some(names.split(',').map(|n| n.trim().to_string()).collect()),
+            Some(names.split(',').map(|n| AllowedTool::parse(n.trim())).collect()),
         ),
     };
     ToolChoice {
