@@ -67,11 +67,43 @@ pub struct ChatRequest {
     pub logprobs: Option<bool>,
 }
 
+/// Who wrote a message (parsed, not matched later: an unknown role is a 400
+/// naming `messages[i].role` while the body is read).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Role {
+    /// Instructions (`system`).
+    System,
+    /// Instructions from the developer (`developer`, read as `system`).
+    Developer,
+    /// The user.
+    User,
+    /// The model, possibly with calls.
+    Assistant,
+    /// A tool's result.
+    Tool,
+}
+
+impl<'de> Deserialize<'de> for Role {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let text = String::deserialize(deserializer)?;
+        match text.as_str() {
+            "system" => Ok(Role::System),
+            "developer" => Ok(Role::Developer),
+            "user" => Ok(Role::User),
+            "assistant" => Ok(Role::Assistant),
+            "tool" => Ok(Role::Tool),
+            other => Err(serde::de::Error::custom(format!(
+                "unknown role `{other}` (system, developer, user, assistant or tool)"
+            ))),
+        }
+    }
+}
+
 /// One message of the conversation.
 #[derive(Debug, Clone, Deserialize)]
 pub struct Message {
-    /// `system`, `developer`, `user`, `assistant` or `tool`.
-    pub role: String,
+    /// Who wrote it.
+    pub role: Role,
     /// Text, or text parts; may be null for an assistant message with tool calls.
     #[serde(default)]
     pub content: Option<Content>,

@@ -6,7 +6,7 @@
 //! exactly what the model generated (see [`replayed_arguments`]): the model's
 //! own reply is then a cache hit too.
 
-use crate::api::{Content, Message, ToolSpec};
+use crate::api::{Content, Message, Role, ToolSpec};
 use crate::InvalidRequest;
 use serde_json::{json, Value};
 use tessera_constrain::{tools_prompt, CallFormat, Envelope, ToolDef};
@@ -66,10 +66,10 @@ pub fn chat_messages(
 
 fn render_message(i: usize, message: &Message, format: CallFormat) -> Result<ChatMessage, InvalidRequest> {
     let text = content_text(i, message.content.as_ref())?;
-    match message.role.as_str() {
-        "system" | "developer" => Ok(ChatMessage::new("system", text)),
-        "user" => Ok(ChatMessage::new("user", text)),
-        "assistant" => {
+    match message.role {
+        Role::System | Role::Developer => Ok(ChatMessage::new("system", text)),
+        Role::User => Ok(ChatMessage::new("user", text)),
+        Role::Assistant => {
             let calls = message.tool_calls.as_deref().unwrap_or_default();
             let mut parsed = Vec::with_capacity(calls.len());
             for (j, call) in calls.iter().enumerate() {
@@ -88,15 +88,11 @@ fn render_message(i: usize, message: &Message, format: CallFormat) -> Result<Cha
                 text + &Envelope::new(format).render_calls(&calls),
             ))
         }
-        "tool" => Ok(match format {
+        Role::Tool => Ok(match format {
             // Hermes-style models read results as a user turn in <tool_response> tags.
             CallFormat::Hermes => ChatMessage::new("user", format!("<tool_response>\n{text}\n</tool_response>")),
             CallFormat::Mistral | CallFormat::Llama3Json => ChatMessage::new("tool", text),
         }),
-        other => Err(InvalidRequest::new(
-            format!("messages[{i}].role"),
-            format!("unknown role `{other}` (system, developer, user, assistant or tool)"),
-        )),
     }
 }
 
