@@ -148,6 +148,7 @@ impl Agent<'_> {
             let compacted = self.compact_if_needed();
             let phase = self.policy.label();
             let choice = self.policy.tool_choice();
+            let call_required = self.policy.call_required();
             let seed = self.config.seed.wrapping_add(self.steps as u64);
             let temperature = match self.in_rut() {
                 true => self.config.temperature.max(RUT_TEMPERATURE),
@@ -167,7 +168,7 @@ impl Agent<'_> {
             };
             // Once the run has acted and no plan step is open, an answer
             // without a call (words, or the end of the turn) ends the run.
-            let answered = outcome.calls.is_empty() && !choice_required(&choice);
+            let answered = outcome.calls.is_empty() && !call_required;
             let (calls, stop) = if answered {
                 if !outcome.content.is_empty() {
                     self.context.push_reply(&outcome.content);
@@ -484,11 +485,6 @@ impl Agent<'_> {
             next_step,
         }
     }
-}
-
-/// Whether `tool_choice` holds the model to a call.
-fn choice_required(choice: &Value) -> bool {
-    choice["allowed_tools"]["mode"] != "auto"
 }
 
 /// Whether a call's arguments are finished JSON (an empty string counts as
