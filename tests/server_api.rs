@@ -137,6 +137,31 @@ async fn bad_inputs_get_their_status_and_name_the_field() {
             Some("messages[0].role"),
             "unknown role",
         ),
+        (
+            json!({"messages": user("hi"), "tools": tools(), "tool_choice": "sometimes"}),
+            Some("tool_choice"),
+            "unknown mode `sometimes`",
+        ),
+        (
+            json!({"messages": user("hi"), "tools": tools(), "tool_choice": {"type": "allowed_tools", "allowed_tools": {"mode": "often", "tools": []}}}),
+            Some("tool_choice.allowed_tools.mode"),
+            "unknown mode `often`",
+        ),
+        (
+            json!({"messages": [{"role": "user", "content": [{"type": "image_url", "image_url": {"url": "x"}}]}]}),
+            Some("messages[0].content[0].type"),
+            "unknown content part type `image_url`",
+        ),
+        (
+            json!({"messages": user("hi"), "tools": [{"type": "retrieval", "function": {"name": "t"}}]}),
+            Some("tools[0].type"),
+            "unknown tool type `retrieval`",
+        ),
+        (
+            json!({"messages": user("hi"), "response_format": {"type": "yaml"}}),
+            Some("response_format.type"),
+            "unknown response format `yaml`",
+        ),
         (json!({"messages": []}), Some("messages"), "at least one"),
         (
             json!({"messages": user("hi"), "temperature": 3.5}),

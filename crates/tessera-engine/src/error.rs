@@ -1,5 +1,5 @@
 //! The engine's typed errors. Input errors name the field (a [`Field`], not
-//! a string: the server maps it to the request field once) and the limit;
+//! a string: the OpenAI layer maps it to the request field once) and the limit;
 //! internal failures keep the error that caused them as their `source`.
 
 use std::fmt;
@@ -31,21 +31,6 @@ pub enum Field {
     /// A sampling parameter, by the name `tessera-sample` checks it under
     /// (`temperature`, `top_p`, …: the same as the request field).
     Sampling(&'static str),
-}
-
-impl Field {
-    /// The OpenAI chat request field this engine field comes from (a
-    /// completions request says `prompt` where this says `messages`).
-    pub fn request_param(self) -> &'static str {
-        match self {
-            Field::Prompt | Field::PromptTokens | Field::PromptTokenId => "messages",
-            Field::MaxTokens => "max_tokens",
-            Field::Stop | Field::StopStringBytes => "stop",
-            Field::ToolChoice => "tool_choice",
-            Field::ResponseFormat => "response_format",
-            Field::Sampling(name) => name,
-        }
-    }
 }
 
 impl fmt::Display for Field {
@@ -179,7 +164,7 @@ mod tests {
     use std::error::Error;
 
     #[test]
-    fn internal_errors_keep_their_source_and_fields_map_to_request_params() {
+    fn internal_errors_keep_their_source_and_limits_name_their_field() {
         let io = std::io::Error::new(std::io::ErrorKind::PermissionDenied, "read-only");
         let error = EngineError::persist("creating /cache", io);
         assert_eq!(
@@ -188,9 +173,6 @@ mod tests {
         );
         let source = error.source().expect("the I/O error is kept");
         assert_eq!(source.to_string(), "read-only");
-        assert_eq!(Field::PromptTokens.request_param(), "messages");
-        assert_eq!(Field::StopStringBytes.request_param(), "stop");
-        assert_eq!(Field::Sampling("top_p").request_param(), "top_p");
         let over = EngineError::OverLimit {
             field: Field::PromptTokens,
             value: 9000,

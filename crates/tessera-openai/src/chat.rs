@@ -1,8 +1,10 @@
 //! `POST /v1/chat/completions`: the OpenAI request, validated into the
 //! engine's [`GenerateRequest`] plus what answering it needs.
 
+use crate::answer::Endpoint;
 use crate::api::{
-    AllowedToolSpec, ChatRequest, ResponseFormat, StopSpec, StreamOptions, ToolChoiceObject, ToolChoiceSpec,
+    AllowedToolSpec, ChatRequest, ResponseFormat, ResponseFormatKind, StopSpec, StreamOptions, ToolChoiceKind,
+    ToolChoiceMode, ToolChoiceObject, ToolChoiceSpec,
 };
 use crate::prompt::{chat_messages, tool_defs};
 use crate::OpenAi;
@@ -10,12 +12,14 @@ use crate::OpenAiError;
 use serde_json::json;
 use std::sync::Arc;
 use tessera_constrain::{AllowedTool, CallMode, CompiledTools, ConstrainError, ToolChoice, ToolDef};
-use tessera_engine::{Constraint, GenerateRequest, ToolConstraint};
+use tessera_engine::{Constraint, Field, GenerateRequest, ToolConstraint};
 use tessera_sample::SamplingParams;
 
 /// A validated request and how to answer it.
 #[derive(Debug)]
 pub struct Job {
+    /// The endpoint it came from (the response's shape).
+    pub endpoint: Endpoint,
     /// What the engine runs.
     pub request: GenerateRequest,
     /// Answer with server-sent events.
@@ -34,7 +38,7 @@ pub struct Job {
 /// Validate `body` into a job; `session` is the `X-Session-Id` header, if sent.
 pub fn chat_job(state: &OpenAi, body: ChatRequest, session: Option<String>) -> Result<Job, OpenAiError> {
     unsupported(&body)?;
-    let defs = tool_defs(body.tools.as_deref().unwrap_or_default())?;
+    let defs = tool_defs(body.tools.as_deref().unwrap_or_default());
     let format = state.engine.call_format();
     let messages = chat_messages(&body.messages, &defs, format)?;
     let text = state
@@ -54,7 +58,8 @@ pub fn chat_job(state: &OpenAi, body: ChatRequest, session: Option<String>) -> R
         .chain(&response_schema)
         .flat_map(|compiled| compiled.warnings().iter().cloned())
         .collect();
-    let max_tokens = max_tokens(state, prompt.len(), body.max_completion_tokens.or(body.max_tokens))?;
+    let requested = body.max_completion_tokens.or(body.max_tokens);
+    let max_tokens = max_tokens(state, Endpoint::Chat, prompt.len(), requested)?;
     let constraint = match (tools, response_schema) {
         (Some(_), Some(_)) => {
             return Err(OpenAiError::invalid(
@@ -78,14 +83,40 @@ pub fn chat_job(state: &OpenAi, body: ChatRequest, session: Option<String>) -> R
         session: session.or(body.user).map(Arc::from),
         ..GenerateRequest::greedy(prompt, max_tokens)
     };
-    Ok(Job {
-        request,
-        stream: body.stream.unwrap_or(false),
-        include_usage: include_usage(body.stream_options.as_ref()),
-        stops,
-        model: body.model.unwrap_or_else(|| state.config.model_name.clone()),
-        schema_warnings,
-    })
+    let answering = Answering {
+        stream: body.stream,
+        stream_options: body.stream_options,
+        model: body.model,
+    };
+    Ok(answering.job(state, Endpoint::Chat, request, stops, schema_warnings))
+}
+
+/// The fields both endpoints take that say how to answer, not what to run.
+pub(crate) struct Answering {
+    pub(crate) stream: Option<bool>,
+    pub(crate) stream_options: Option<StreamOptions>,
+    pub(crate) model: Option<String>,
+}
+
+impl Answering {
+    pub(crate) fn job(
+        self,
+        state: &OpenAi,
+        endpoint: Endpoint,
+        request: GenerateRequest,
+        stops: Vec<String>,
+        schema_warnings: Vec<String>,
+    ) -> Job {
+        Job {
+            endpoint,
+            request,
+            stream: self.stream.unwrap_or(false),
+            include_usage: self.stream_options.and_then(|o| o.include_usage).unwrap_or(false),
+            stops,
+            model: self.model.unwrap_or_else(|| state.config.model_name.clone()),
+            schema_warnings,
+        }
+    }
 }
 
 /// Parameters Tessera does not implement are refused, not silently ignored.
@@ -109,10 +140,6 @@ fn unsupported(body: &ChatRequest) -> Result<(), OpenAiError> {
         return Err(OpenAiError::invalid("logprobs", "logprobs are not supported"));
     }
     Ok(())
-}
-
-pub(crate) fn include_usage(options: Option<&StreamOptions>) -> bool {
-    options.and_then(|o| o.include_usage).unwrap_or(false)
 }
 
 /// OpenAI's defaults (temperature 1, top_p 1); a request without a seed gets
@@ -144,12 +171,17 @@ pub(crate) fn check_temperature(temperature: Option<f32>) -> Result<(), OpenAiEr
 
 /// The requested limit, or the server's default capped by what is left of the
 /// context; the prompt and a requested limit together must fit the context.
-pub(crate) fn max_tokens(state: &OpenAi, prompt: usize, requested: Option<u64>) -> Result<usize, OpenAiError> {
+pub(crate) fn max_tokens(
+    state: &OpenAi,
+    endpoint: Endpoint,
+    prompt: usize,
+    requested: Option<u64>,
+) -> Result<usize, OpenAiError> {
     let context = state.engine.model_config().max_context;
     let room = context.saturating_sub(prompt);
     match requested {
         _ if room == 0 => Err(OpenAiError::invalid(
-            "messages",
+            endpoint.param(Field::PromptTokens),
             format!("the prompt is {prompt} tokens, which fills the model's context of {context} tokens"),
         )),
         None => Ok(room.min(state.config.default_max_tokens)),
@@ -181,7 +213,7 @@ fn tool_constraint(
 ) -> Result<Option<ToolConstraint>, OpenAiError> {
     let choice = match (defs.is_empty(), choice) {
         (true, None) => return Ok(None),
-        (true, Some(ToolChoiceSpec::Mode(mode))) if mode == "none" => return Ok(None),
+        (true, Some(ToolChoiceSpec::Mode(ToolChoiceMode::None))) => return Ok(None),
         (true, Some(_)) => return Err(OpenAiError::invalid("tool_choice", "tool_choice needs `tools`")),
         (false, None) => tool_choice(CallMode::Auto, None),
         (false, Some(spec)) => parse_choice(spec)?,
@@ -226,36 +258,31 @@ fn tool_choice(mode: CallMode, allowed: Option<Vec<AllowedTool>>) -> ToolChoice 
 
 fn parse_choice(spec: &ToolChoiceSpec) -> Result<ToolChoice, OpenAiError> {
     match spec {
-        ToolChoiceSpec::Mode(mode) => Ok(tool_choice(call_mode(mode, "tool_choice")?, None)),
+        ToolChoiceSpec::Mode(mode) => Ok(tool_choice(call_mode(*mode), None)),
         ToolChoiceSpec::Object(object) => parse_choice_object(object),
     }
 }
 
-fn call_mode(mode: &str, param: &str) -> Result<CallMode, OpenAiError> {
+fn call_mode(mode: ToolChoiceMode) -> CallMode {
     match mode {
-        "none" => Ok(CallMode::None),
-        "auto" => Ok(CallMode::Auto),
-        "required" => Ok(CallMode::Required),
-        other => Err(OpenAiError::invalid(
-            param,
-            format!("unknown mode `{other}` (none, auto or required)"),
-        )),
+        ToolChoiceMode::None => CallMode::None,
+        ToolChoiceMode::Auto => CallMode::Auto,
+        ToolChoiceMode::Required => CallMode::Required,
     }
 }
 
 fn parse_choice_object(object: &ToolChoiceObject) -> Result<ToolChoice, OpenAiError> {
-    match (object.kind.as_str(), &object.function, &object.allowed_tools) {
-        ("function", Some(function), _) => Ok(tool_choice(
+    match (object.kind, &object.function, &object.allowed_tools) {
+        (ToolChoiceKind::Function, Some(function), _) => Ok(tool_choice(
             CallMode::Required,
             Some(vec![AllowedTool::parse(&function.name)]),
         )),
-        ("function", None, _) => Err(OpenAiError::invalid(
+        (ToolChoiceKind::Function, None, _) => Err(OpenAiError::invalid(
             "tool_choice.function",
             "a named choice needs `function.name`",
         )),
-        ("allowed_tools", _, Some(allowed)) => {
-            let mode = call_mode(&allowed.mode, "tool_choice.allowed_tools.mode")?;
-            if mode == CallMode::None {
+        (ToolChoiceKind::AllowedTools, _, Some(allowed)) => {
+            if allowed.mode == ToolChoiceMode::None {
                 return Err(OpenAiError::invalid(
                     "tool_choice.allowed_tools.mode",
                     "must be auto or required",
@@ -269,15 +296,11 @@ fn parse_choice_object(object: &ToolChoiceObject) -> Result<ToolChoice, OpenAiEr
                     AllowedToolSpec::Function { function } => AllowedTool::parse(&function.name),
                 })
                 .collect();
-            Ok(tool_choice(mode, Some(names)))
+            Ok(tool_choice(call_mode(allowed.mode), Some(names)))
         }
-        ("allowed_tools", _, None) => Err(OpenAiError::invalid(
+        (ToolChoiceKind::AllowedTools, _, None) => Err(OpenAiError::invalid(
             "tool_choice.allowed_tools",
             "an allowed_tools choice needs `allowed_tools`",
-        )),
-        (other, _, _) => Err(OpenAiError::invalid(
-            "tool_choice.type",
-            format!("unknown tool_choice type `{other}` (function or allowed_tools)"),
         )),
     }
 }
@@ -287,10 +310,10 @@ fn response_schema(state: &OpenAi, format: Option<&ResponseFormat>) -> Result<Op
     let Some(format) = format else {
         return Ok(None);
     };
-    let (schema, param) = match format.kind.as_str() {
-        "text" => return Ok(None),
-        "json_object" => (json!({"type": "object"}), "response_format"),
-        "json_schema" => {
+    let (schema, param) = match format.kind {
+        ResponseFormatKind::Text => return Ok(None),
+        ResponseFormatKind::JsonObject => (json!({"type": "object"}), "response_format"),
+        ResponseFormatKind::JsonSchema => {
             let schema = format
                 .json_schema
                 .as_ref()
@@ -302,12 +325,6 @@ fn response_schema(state: &OpenAi, format: Option<&ResponseFormat>) -> Result<Op
                     )
                 })?;
             (schema, "response_format.json_schema.schema")
-        }
-        other => {
-            return Err(OpenAiError::invalid(
-                "response_format.type",
-                format!("unknown response format `{other}` (text, json_object or json_schema)"),
-            ))
         }
     };
     let def = ToolDef {

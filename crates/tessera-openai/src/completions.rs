@@ -1,7 +1,8 @@
 //! `POST /v1/completions`: raw prompt text, no chat template, no tools.
 
+use crate::answer::Endpoint;
 use crate::api::{CompletionRequest, PromptSpec};
-use crate::chat::{check_temperature, include_usage, max_tokens, sampling, stop_strings, Job};
+use crate::chat::{check_temperature, max_tokens, sampling, stop_strings, Answering, Job};
 use crate::OpenAi;
 use crate::OpenAiError;
 use std::sync::Arc;
@@ -62,15 +63,8 @@ pub fn completion_job(state: &OpenAi, body: CompletionRequest, session: Option<S
         .tokenizer()
         .encode(&text)
         .map_err(|error| OpenAiError::internal("tokenizing a prompt", error))?;
-    let limit =
-        max_tokens(state, prompt.len(), Some(body.max_tokens.unwrap_or(DEFAULT_MAX_TOKENS))).map_err(|error| {
-            match error {
-                OpenAiError::Invalid(invalid) if invalid.param == "messages" => {
-                    OpenAiError::invalid("prompt", invalid.message)
-                }
-                other => other,
-            }
-        })?;
+    let requested = Some(body.max_tokens.unwrap_or(DEFAULT_MAX_TOKENS));
+    let limit = max_tokens(state, Endpoint::Completion, prompt.len(), requested)?;
     let stops = stop_strings(body.stop)?;
     let request = GenerateRequest {
         sampling: sampling(state, body.temperature, body.top_p, body.seed),
@@ -78,12 +72,10 @@ pub fn completion_job(state: &OpenAi, body: CompletionRequest, session: Option<S
         session: session.or(body.user).map(Arc::from),
         ..GenerateRequest::greedy(prompt, limit)
     };
-    Ok(Job {
-        request,
-        stream: body.stream.unwrap_or(false),
-        include_usage: include_usage(body.stream_options.as_ref()),
-        stops,
-        model: body.model.unwrap_or_else(|| state.config.model_name.clone()),
-        schema_warnings: Vec::new(),
-    })
+    let answering = Answering {
+        stream: body.stream,
+        stream_options: body.stream_options,
+        model: body.model,
+    };
+    Ok(answering.job(state, Endpoint::Completion, request, stops, Vec::new()))
 }

@@ -22,6 +22,20 @@ pub struct OpenAiConfig {
     pub lenient_schemas: bool,
 }
 
+impl Default for OpenAiConfig {
+    fn default() -> Self {
+        Self {
+            model_name: "tessera".into(),
+            default_max_tokens: DEFAULT_MAX_TOKENS,
+            lenient_schemas: false,
+        }
+    }
+}
+
+/// Default response length when a request sets none (a small model can
+/// wander inside a string argument for the whole context).
+pub const DEFAULT_MAX_TOKENS: usize = 1024;
+
 /// The shared context of request validation (cheap to clone).
 #[derive(Debug, Clone)]
 pub struct OpenAi {

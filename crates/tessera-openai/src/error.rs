@@ -1,6 +1,7 @@
 //! Why this layer refused or failed a request, typed; `tessera-server` maps
 //! each kind to an HTTP status once.
 
+use crate::answer::Endpoint;
 use tessera_engine::{EngineError, SourceError};
 
 /// A request refused by this layer: the field at fault (`messages[2].content`)
@@ -30,9 +31,16 @@ pub enum OpenAiError {
     /// The client's request is wrong (a 400).
     #[error(transparent)]
     Invalid(#[from] InvalidRequest),
-    /// The engine refused or failed it (its own kinds: input, queue full, stopped, internal).
-    #[error(transparent)]
-    Engine(#[from] EngineError),
+    /// The engine refused or failed it (its own kinds: input, queue full,
+    /// stopped, internal).
+    #[error("{source}")]
+    Engine {
+        /// The engine's error.
+        #[source]
+        source: EngineError,
+        /// The request field it is about, as the endpoint names it.
+        param: Option<&'static str>,
+    },
     /// Something failed inside this layer (not the client's doing).
     #[error("{doing}: {source}")]
     Internal {
@@ -48,6 +56,15 @@ impl OpenAiError {
     /// The request is wrong in `param`.
     pub fn invalid(param: impl Into<String>, message: impl Into<String>) -> Self {
         Self::Invalid(InvalidRequest::new(param, message))
+    }
+
+    /// The engine's `error`, its field named as `endpoint`'s requests name it.
+    pub fn engine(error: EngineError, endpoint: Endpoint) -> Self {
+        let param = match &error {
+            EngineError::OverLimit { field, .. } | EngineError::Invalid { field, .. } => Some(endpoint.param(*field)),
+            _ => None,
+        };
+        Self::Engine { source: error, param }
     }
 
     /// An internal failure while `doing` something.

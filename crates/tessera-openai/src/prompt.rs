@@ -6,7 +6,7 @@
 //! exactly what the model generated (see [`replayed_arguments`]): the model's
 //! own reply is then a cache hit too.
 
-use crate::api::{Content, Message, Role, ToolSpec};
+use crate::api::{Content, Message, Role, ToolKind, ToolSpec};
 use crate::InvalidRequest;
 use serde_json::{json, Value};
 use tessera_constrain::{tools_prompt, CallFormat, Envelope, ToolDef};
@@ -14,27 +14,21 @@ use tessera_model::ChatMessage;
 
 /// The tool definitions of a request, validated for shape (names and schemas
 /// are checked when the set compiles).
-pub fn tool_defs(tools: &[ToolSpec]) -> Result<Vec<ToolDef>, InvalidRequest> {
+pub fn tool_defs(tools: &[ToolSpec]) -> Vec<ToolDef> {
     tools
         .iter()
-        .enumerate()
-        .map(|(i, tool)| {
-            if tool.kind != "function" {
-                return Err(InvalidRequest::new(
-                    format!("tools[{i}].type"),
-                    format!("tool type `{}` is not supported (only `function`)", tool.kind),
-                ));
-            }
+        .map(|tool| {
+            let ToolKind::Function = tool.kind;
             let parameters = tool
                 .function
                 .parameters
                 .clone()
                 .unwrap_or_else(|| json!({"type": "object", "properties": {}}));
-            Ok(ToolDef {
+            ToolDef {
                 name: tool.function.name.clone(),
                 description: tool.function.description.clone().unwrap_or_default(),
                 parameters,
-            })
+            }
         })
         .collect()
 }
@@ -65,7 +59,7 @@ pub fn chat_messages(
 }
 
 fn render_message(i: usize, message: &Message, format: CallFormat) -> Result<ChatMessage, InvalidRequest> {
-    let text = content_text(i, message.content.as_ref())?;
+    let text = content_text(message.content.as_ref());
     match message.role {
         Role::System | Role::Developer => Ok(ChatMessage::new("system", text)),
         Role::User => Ok(ChatMessage::new("user", text)),
@@ -115,26 +109,11 @@ pub fn replayed_arguments(text: &str) -> Result<String, serde_json::Error> {
 }
 
 /// A message's text: a string, or its text parts joined.
-fn content_text(i: usize, content: Option<&Content>) -> Result<String, InvalidRequest> {
+fn content_text(content: Option<&Content>) -> String {
     match content {
-        None => Ok(String::new()),
-        Some(Content::Text(text)) => Ok(text.clone()),
-        Some(Content::Parts(parts)) => parts
-            .iter()
-            .enumerate()
-            .map(|(j, part)| match (part.kind.as_str(), &part.text) {
-                ("text", Some(text)) => Ok(text.as_str()),
-                ("text", None) => Err(InvalidRequest::new(
-                    format!("messages[{i}].content[{j}].text"),
-                    "a text part needs `text`",
-                )),
-                (other, _) => Err(InvalidRequest::new(
-                    format!("messages[{i}].content[{j}].type"),
-                    format!("content part type `{other}` is not supported (only `text`)"),
-                )),
-            })
-            .collect::<Result<Vec<_>, _>>()
-            .map(|texts| texts.join("")),
+        None => String::new(),
+        Some(Content::Text(text)) => text.clone(),
+        Some(Content::Parts(parts)) => parts.iter().map(|part| part.text.as_str()).collect(),
     }
 }
 

@@ -100,22 +100,12 @@ impl ApiError {
         }
     }
 
-    /// The error as OpenAI's JSON body.
-    pub fn body(&self) -> serde_json::Value {
-        json!({"error": {
-            "message": self.message,
-            "type": self.kind,
-            "param": self.param,
-            "code": self.code,
-        }})
-    }
-}
-
-impl From<EngineError> for ApiError {
-    fn from(error: EngineError) -> Self {
-        match &error {
-            EngineError::OverLimit { field, .. } => Self::invalid(field.request_param(), error.to_string()),
-            EngineError::Invalid { field, message } => Self::invalid(field.request_param(), message.clone()),
+    /// The engine's `error`; `param` is the request field it is about, as
+    /// the OpenAI layer named it (statuses: 400, 429, 503, else 500).
+    pub fn engine(error: &EngineError, param: Option<&str>) -> Self {
+        match error {
+            EngineError::OverLimit { .. } => Self::invalid(param.unwrap_or_default(), error.to_string()),
+            EngineError::Invalid { message, .. } => Self::invalid(param.unwrap_or_default(), message.clone()),
             EngineError::QueueFull { .. } => Self {
                 status: StatusCode::TOO_MANY_REQUESTS,
                 message: error.to_string(),
@@ -133,8 +123,18 @@ impl From<EngineError> for ApiError {
             EngineError::Config(_)
             | EngineError::Model { .. }
             | EngineError::Sampling { .. }
-            | EngineError::Persist { .. } => Self::internal("request failed in the engine", &error),
+            | EngineError::Persist { .. } => Self::internal("request failed in the engine", error),
         }
+    }
+
+    /// The error as OpenAI's JSON body.
+    pub fn body(&self) -> serde_json::Value {
+        json!({"error": {
+            "message": self.message,
+            "type": self.kind,
+            "param": self.param,
+            "code": self.code,
+        }})
     }
 }
 
@@ -148,7 +148,7 @@ impl From<tessera_openai::OpenAiError> for ApiError {
     fn from(error: tessera_openai::OpenAiError) -> Self {
         match error {
             tessera_openai::OpenAiError::Invalid(invalid) => invalid.into(),
-            tessera_openai::OpenAiError::Engine(engine) => engine.into(),
+            tessera_openai::OpenAiError::Engine { source, param } => Self::engine(&source, param),
             internal @ tessera_openai::OpenAiError::Internal { .. } => {
                 Self::internal("a request failed inside the OpenAI layer", &internal)
             }

@@ -1,8 +1,10 @@
 //! Tessera's OpenAI-compatible HTTP server: `POST /v1/chat/completions`,
 //! `POST /v1/completions`, `GET /v1/models`, `GET /health`, `GET /metrics`.
-//! The only crate that knows HTTP: requests are validated once, here, into
-//! the engine's typed requests; engine errors become OpenAI error bodies at
-//! one place ([`ApiError`]). A dropped connection drops the request's event
+//! The only crate that knows HTTP: it reads bodies within their limit, hands
+//! them to `tessera-openai` (validation, prompt rendering, answers), frames
+//! streamed answers as server-sent events, checks the API key, exposes the
+//! metrics, and maps every typed error to an HTTP status at one place
+//! ([`ApiError`]). A dropped connection drops the request's event
 //! stream, which cancels it and frees its KV blocks.
 #![deny(missing_docs)]
 
@@ -15,7 +17,7 @@ mod routes;
 pub use error::ApiError;
 pub use routes::router;
 pub use tessera_openai::api;
-pub use tessera_openai::{Delta, Pipeline, StopScanner};
+pub use tessera_openai::{Delta, Pipeline, StopScanner, DEFAULT_MAX_TOKENS};
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -55,9 +57,6 @@ impl Default for ServerConfig {
     }
 }
 
-/// Default response length when a request sets none.
-pub const DEFAULT_MAX_TOKENS: usize = 1024;
-
 /// Default request body limit: 8 MiB (a long agent context with tool schemas
 /// is well under 1 MiB).
 pub const DEFAULT_MAX_BODY_BYTES: usize = 8 * 1024 * 1024;
@@ -87,11 +86,6 @@ impl AppState {
             config: Arc::new(config),
             openai,
         }
-    }
-
-    /// A fresh response number.
-    pub(crate) fn next_id(&self) -> u64 {
-        self.openai.next_id()
     }
 }
 

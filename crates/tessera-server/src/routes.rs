@@ -4,7 +4,7 @@ use crate::api::{ChatRequest, CompletionRequest};
 use crate::body::parse;
 use crate::error::ApiError;
 use crate::metrics::prometheus;
-use crate::respond::{answer, Shape};
+use crate::respond::answer;
 use crate::AppState;
 use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
@@ -78,7 +78,7 @@ async fn chat_completions(
     match job {
         Ok(job) => {
             let warnings = job.schema_warnings.clone();
-            let mut response = answer(&state, job, Shape::Chat).await;
+            let mut response = answer(&state, job).await;
             if !warnings.is_empty() {
                 tracing::warn!("lenient schemas: {}", warnings.join("; "));
                 response
@@ -111,7 +111,7 @@ async fn completions(
     let job = parse::<CompletionRequest>(body, state.config.max_body_bytes)
         .and_then(|request| completion_job(&state.openai, request, session(&headers)).map_err(ApiError::from));
     match job {
-        Ok(job) => answer(&state, job, Shape::Completion).await,
+        Ok(job) => answer(&state, job).await,
         Err(error) => error.into_response(),
     }
 }
@@ -129,7 +129,7 @@ async fn metrics(State(state): State<AppState>) -> Response {
             prometheus(&metrics),
         )
             .into_response(),
-        Err(error) => ApiError::from(error).into_response(),
+        Err(error) => ApiError::engine(&error, None).into_response(),
     }
 }
 

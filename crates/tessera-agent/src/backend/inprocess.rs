@@ -1,46 +1,33 @@
-//! The engine in this process, reached through `tessera-server`'s router
-//! without a socket: the same validation, prompt rendering, masking and
-//! streaming as `tessera serve`, and no second copy of any of it.
+//! The engine in this process, without HTTP: the request is validated and
+//! answered by `tessera-openai`, the same code `tessera serve` runs, and its
+//! chunks are read as they are generated, so TTFT is taken at the first
+//! delta exactly as over a socket.
 
 use super::sse::Assembler;
-use super::{error_message, streaming_body, Backend, ChatOutcome};
+use super::{streaming_body, Backend, ChatOutcome};
 use crate::AgentError;
-use axum::body::Body;
-use axum::http::{header, Request};
-use axum::Router;
-use http_body_util::BodyExt;
 use serde_json::Value;
 use std::time::Instant;
 use tessera_engine::EngineHandle;
-use tessera_server::{router, AppState, ServerConfig};
-use tower::ServiceExt;
+use tessera_openai::api::ChatRequest;
+use tessera_openai::{chat_job, start, Chunk, OpenAi, OpenAiConfig, OpenAiError};
 
 /// The in-process backend.
 pub struct InProcess {
-    runtime: tokio::runtime::Runtime,
-    router: Router,
+    openai: OpenAi,
     engine: EngineHandle,
     model: String,
 }
 
 impl InProcess {
-    /// Serve `engine` to this process only, under the id `model`.
+    /// Answer requests with `engine`, under the id `model`.
     pub fn new(engine: EngineHandle, model: String) -> Result<Self, AgentError> {
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .map_err(|source| AgentError::Io {
-                what: "starting the async runtime".into(),
-                source,
-            })?;
-        let config = ServerConfig {
+        let config = OpenAiConfig {
             model_name: model.clone(),
-            ..ServerConfig::default()
+            ..OpenAiConfig::default()
         };
-        let router = router(AppState::new(engine.clone(), config));
         Ok(Self {
-            runtime,
-            router,
+            openai: OpenAi::new(engine.clone(), config),
             engine,
             model,
         })
@@ -54,33 +41,19 @@ impl InProcess {
 
 impl Backend for InProcess {
     fn chat(&mut self, body: &Value, session: &str) -> Result<ChatOutcome, AgentError> {
-        let body = streaming_body(body, &self.model).to_string();
-        let request = Request::post("/v1/chat/completions")
-            .header(header::CONTENT_TYPE, "application/json")
-            .header("x-session-id", session)
-            .body(Body::from(body))
-            .map_err(|e| AgentError::Backend(format!("building the request: {e}")))?;
         let sent = Instant::now();
-        let router = self.router.clone();
-        let response = self
-            .runtime
-            .block_on(router.oneshot(request))
-            .map_err(|e| AgentError::Backend(format!("the router failed: {e}")))?;
-        let status = response.status();
-        let mut body = response.into_body();
-        if !status.is_success() {
-            let bytes = self
-                .runtime
-                .block_on(body.collect())
-                .map(|b| b.to_bytes())
-                .unwrap_or_default();
-            return Err(error_message(status.as_u16(), &String::from_utf8_lossy(&bytes)));
-        }
+        let request: ChatRequest = serde_json::from_value(streaming_body(body, &self.model))
+            .map_err(|error| AgentError::Backend(format!("the agent built a malformed request: {error}")))?;
+        let job = chat_job(&self.openai, request, Some(session.to_string())).map_err(refused)?;
+        let mut chunks = start(&self.openai, job).map_err(refused)?.chunks();
         let mut assembler = Assembler::new(sent);
-        while let Some(frame) = self.runtime.block_on(body.frame()) {
-            let frame = frame.map_err(|e| AgentError::Backend(format!("reading the stream: {e}")))?;
-            if let Some(data) = frame.data_ref() {
-                assembler.push_bytes(data)?;
+        while let Some(chunk) = chunks.blocking_next() {
+            match chunk {
+                Chunk::Data(value) => assembler.push_chunk(&value)?,
+                Chunk::Failed(error) => {
+                    return Err(AgentError::Backend(format!("the stream ended with an error: {error}")))
+                }
+                Chunk::Done => assembler.push_done(),
             }
         }
         assembler.finish()
@@ -89,4 +62,9 @@ impl Backend for InProcess {
     fn model(&self) -> &str {
         &self.model
     }
+}
+
+/// A request the OpenAI layer or the engine refused.
+fn refused(error: OpenAiError) -> AgentError {
+    AgentError::Backend(format!("the request was refused: {error}"))
 }

@@ -1,7 +1,7 @@
 //! Where model requests go: the engine in this process ([`InProcess`], through
-//! the server's own router, so validation, prompt rendering and masking are
-//! the server's code) or any OpenAI-compatible URL ([`Http`]). Both stream,
-//! and one [`sse::Assembler`] reads both streams, so TTFT is measured the same
+//! `tessera-openai`, so validation, prompt rendering and masking are the
+//! server's code without its HTTP) or any OpenAI-compatible URL ([`Http`]).
+//! Both stream, and one [`sse::Assembler`] reads both streams' chunks, so TTFT is measured the same
 //! way: from sending the request to the first content or tool-call delta.
 
 mod http;

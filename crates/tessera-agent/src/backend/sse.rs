@@ -1,5 +1,5 @@
-//! Reads a streamed chat completion (server-sent events) into a
-//! [`ChatOutcome`]: content and tool-call deltas joined, usage from the last
+//! Reads a streamed chat completion (server-sent event lines, or the chunk
+//! objects themselves in process) into a [`ChatOutcome`]: content and tool-call deltas joined, usage from the last
 //! chunk, TTFT at the first delta that carries text or a call.
 
 use super::{ChatCall, ChatOutcome};
@@ -48,11 +48,16 @@ impl Assembler {
         };
         let data = data.trim();
         if data == "[DONE]" {
-            self.done = true;
+            self.push_done();
             return Ok(());
         }
         let chunk: Value = serde_json::from_str(data)
             .map_err(|error| AgentError::Backend(format!("a stream chunk is not JSON ({error}): {data}")))?;
+        self.push_chunk(&chunk)
+    }
+
+    /// Feed one chunk object (what a `data:` line holds).
+    pub fn push_chunk(&mut self, chunk: &Value) -> Result<(), AgentError> {
         if let Some(message) = chunk
             .get("error")
             .map(|e| e["message"].as_str().unwrap_or("unknown error"))
@@ -68,6 +73,11 @@ impl Assembler {
             self.read_choice(choice)?;
         }
         Ok(())
+    }
+
+    /// The stream's end marker (`[DONE]`) arrived.
+    pub fn push_done(&mut self) {
+        self.done = true;
     }
 
     /// The outcome, once the stream said `[DONE]`.

@@ -3,6 +3,13 @@
 //! own clients send fields a server may not know; known fields of the wrong
 //! type are errors naming the field.
 
+mod words;
+
+pub use words::{
+    Content, ContentPartKind, ResponseFormatKind, Role, ToolChoiceKind, ToolChoiceMode, ToolChoiceObject,
+    ToolChoiceSpec, ToolKind,
+};
+
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
@@ -67,38 +74,6 @@ pub struct ChatRequest {
     pub logprobs: Option<bool>,
 }
 
-/// Who wrote a message (parsed, not matched later: an unknown role is a 400
-/// naming `messages[i].role` while the body is read).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Role {
-    /// Instructions (`system`).
-    System,
-    /// Instructions from the developer (`developer`, read as `system`).
-    Developer,
-    /// The user.
-    User,
-    /// The model, possibly with calls.
-    Assistant,
-    /// A tool's result.
-    Tool,
-}
-
-impl<'de> Deserialize<'de> for Role {
-    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        let text = String::deserialize(deserializer)?;
-        match text.as_str() {
-            "system" => Ok(Role::System),
-            "developer" => Ok(Role::Developer),
-            "user" => Ok(Role::User),
-            "assistant" => Ok(Role::Assistant),
-            "tool" => Ok(Role::Tool),
-            other => Err(serde::de::Error::custom(format!(
-                "unknown role `{other}` (system, developer, user, assistant or tool)"
-            ))),
-        }
-    }
-}
-
 /// One message of the conversation.
 #[derive(Debug, Clone, Deserialize)]
 pub struct Message {
@@ -115,25 +90,14 @@ pub struct Message {
     pub tool_call_id: Option<String>,
 }
 
-/// A message's content.
+/// One content part (only text parts are supported).
 #[derive(Debug, Clone, Deserialize)]
-#[serde(untagged)]
-pub enum Content {
-    /// Plain text.
-    Text(String),
-    /// Content parts (only `text` parts are supported).
-    Parts(Vec<ContentPart>),
-}
-
-/// One content part.
-#[derive(Debug, Clone, Deserialize)]
-pub struct ContentPart {
-    /// The part's type (`text`).
+pub struct ContentPartText {
+    /// `text`.
     #[serde(rename = "type")]
-    pub kind: String,
+    pub kind: ContentPartKind,
     /// Its text.
-    #[serde(default)]
-    pub text: Option<String>,
+    pub text: String,
 }
 
 /// A call in an assistant message of the history.
@@ -158,9 +122,9 @@ pub struct FunctionCallSpec {
 /// A tool definition.
 #[derive(Debug, Clone, Deserialize)]
 pub struct ToolSpec {
-    /// Must be `function`.
+    /// `function`.
     #[serde(rename = "type")]
-    pub kind: String,
+    pub kind: ToolKind,
     /// The function.
     pub function: FunctionSpec,
 }
@@ -178,31 +142,6 @@ pub struct FunctionSpec {
     pub parameters: Option<Value>,
 }
 
-/// `tool_choice`.
-#[derive(Debug, Clone, Deserialize)]
-#[serde(untagged)]
-pub enum ToolChoiceSpec {
-    /// `none`, `auto` or `required`.
-    Mode(String),
-    /// `{"type": "function", "function": {"name": …}}` or
-    /// `{"type": "allowed_tools", "allowed_tools": {"mode": …, "tools": […]}}`.
-    Object(ToolChoiceObject),
-}
-
-/// The object forms of `tool_choice`.
-#[derive(Debug, Clone, Deserialize)]
-pub struct ToolChoiceObject {
-    /// `function` or `allowed_tools`.
-    #[serde(rename = "type")]
-    pub kind: String,
-    /// For `function`: the name (a trailing `*` names a family).
-    #[serde(default)]
-    pub function: Option<NamedFunction>,
-    /// For `allowed_tools`.
-    #[serde(default)]
-    pub allowed_tools: Option<AllowedTools>,
-}
-
 /// `{"name": …}`.
 #[derive(Debug, Clone, Deserialize)]
 pub struct NamedFunction {
@@ -214,7 +153,7 @@ pub struct NamedFunction {
 #[derive(Debug, Clone, Deserialize)]
 pub struct AllowedTools {
     /// `auto` or `required`.
-    pub mode: String,
+    pub mode: ToolChoiceMode,
     /// The tools allowed.
     pub tools: Vec<AllowedToolSpec>,
 }
@@ -255,7 +194,7 @@ pub struct StreamOptions {
 pub struct ResponseFormat {
     /// `text`, `json_object` or `json_schema`.
     #[serde(rename = "type")]
-    pub kind: String,
+    pub kind: ResponseFormatKind,
     /// For `json_schema`.
     #[serde(default)]
     pub json_schema: Option<JsonSchemaFormat>,
