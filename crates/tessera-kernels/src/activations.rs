@@ -148,7 +148,8 @@ mod avx2 {
     /// which is exact (the fraction of a float is computed without error).
     ///
     /// # Safety
-    /// The CPU has AVX2; `x` and `quants` hold at least 32 values.
+    /// The CPU has AVX2. (`x` and `quants` must hold at least 32 values each;
+    /// that is asserted, so a short slice panics.)
     #[target_feature(enable = "avx2")]
     pub(super) unsafe fn quantize_block(x: &[f32], quants: &mut [i8]) -> (f32, f32, [i32; 2]) {
         assert!(x.len() >= 32 && quants.len() >= 32, "a whole block");

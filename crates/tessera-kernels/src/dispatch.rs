@@ -230,14 +230,15 @@ impl Weights {
         // kernel measured 2.5% faster (fewer shuffles per byte).
         #[cfg(target_arch = "x86_64")]
         if path == Path::Avx512Vnni && path.available() && x.rows() > 1 {
-            // SAFETY: the CPU has AVX-512 F/BW/VNNI, AVX2, FMA and F16C (checked),
-            // and the shapes were checked above.
             match self {
                 Weights::Q4K(w) | Weights::Q5K(Q5KWeights(w)) => {
+                    // SAFETY: the CPU has AVX-512 F/BW/VNNI, AVX2, FMA and F16C
+                    // (`available`), and `check` and the group test above hold.
                     unsafe { crate::x86_q4_k_vnni::matmul_q4_k(w, rows, x, out, stride) };
                     return Ok(());
                 }
                 Weights::Q6K(w) => {
+                    // SAFETY: as above.
                     unsafe { crate::x86_q6_k_vnni::matmul_q6_k(w, rows, x, out, stride) };
                     return Ok(());
                 }
@@ -246,8 +247,8 @@ impl Weights {
         }
         #[cfg(target_arch = "x86_64")]
         if path.has_avx2() && path.available() {
-            // SAFETY: the CPU has AVX2, FMA and F16C (checked: both paths need
-            // them), and the shapes were checked above.
+            // SAFETY: the CPU has AVX2, FMA and F16C (`available`: both SIMD
+            // paths need them), and `check` and the group test above hold.
             unsafe {
                 match self {
                     Weights::Q8_0(w) => crate::x86::matmul(w, rows, x, out, stride),
@@ -281,6 +282,16 @@ impl Weights {
 }
 
 /// `(rows, blocks)` of the weights against the range, activations and output.
+///
+/// This is the shape contract of every SIMD kernel (`x86*.rs`), whose
+/// `# Safety` sections refer to it: `x.blocks() == w_blocks` (they read an
+/// activation row's blocks `0..w_blocks` through unchecked pointers),
+/// `rows.start <= rows.end <= w_rows` (the Q8_0 tiles read a weight row's
+/// blocks through unchecked pointers from its first one), and the output
+/// holds `(x.rows() − 1)·stride + rows.len()` values with `stride >=
+/// rows.len()` (stores go through checked slices: a short output panics).
+/// `Weights::matmul` adds that a row-group format's `rows.start` is a
+/// multiple of 8 (the group kernels store whole groups from there).
 fn check(
     (w_rows, w_blocks): (usize, usize),
     rows: &Range<usize>,

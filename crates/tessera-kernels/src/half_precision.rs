@@ -157,13 +157,14 @@ mod avx2 {
     /// See `dot_portable`.
     ///
     /// # Safety
-    /// The CPU has AVX2, FMA and F16C; `w` and `x` hold the same number of
-    /// values, a multiple of 8.
+    /// The CPU has AVX2, FMA and F16C; `w.len()` is a multiple of 8 and
+    /// `x.len() >= w.len()` (eight of each are loaded per step up to
+    /// `w.len()`, unchecked).
     #[target_feature(enable = "avx2,fma,f16c")]
     pub(super) unsafe fn dot(kind: HalfKind, w: &[u16], x: &[f32]) -> f32 {
         let mut acc = _mm256_setzero_ps();
         for k in (0..w.len()).step_by(8) {
-            // SAFETY: k + 8 <= len for both (the caller's contract).
+            // SAFETY: `k + 8 <= w.len() <= x.len()` (the caller's contract: a multiple of 8).
             let (bits, xs) = unsafe {
                 (
                     _mm_loadu_si128(w.as_ptr().add(k).cast()),

@@ -26,6 +26,9 @@
 //! portable one otherwise, all with the same bits; [`Path::Portable`] can be
 //! forced for tests.
 #![deny(missing_docs)]
+#![deny(unsafe_op_in_unsafe_fn)]
+#![deny(clippy::undocumented_unsafe_blocks)]
+#![deny(clippy::missing_safety_doc)]
 
 mod activations;
 mod dispatch;

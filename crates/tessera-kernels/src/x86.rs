@@ -14,7 +14,10 @@ const ACT_CHUNK: usize = 32;
 /// See `portable::matmul`.
 ///
 /// # Safety
-/// The CPU has AVX2 and FMA; the caller checked the shapes.
+/// The CPU has AVX2 and FMA, and the arguments meet `dispatch::check`:
+/// `x.blocks() == w.blocks()` and `rows.end <= w.rows()` (the tiles read
+/// both through unchecked pointers); `out` and `stride` as `check` requires
+/// (stores are bounds-checked).
 #[target_feature(enable = "avx2,fma")]
 pub(crate) unsafe fn matmul(w: &Q8_0Weights, rows: Range<usize>, x: &Q8Activations, out: &mut [f32], stride: usize) {
     let n = x.rows();
@@ -26,6 +29,7 @@ pub(crate) unsafe fn matmul(w: &Q8_0Weights, rows: Range<usize>, x: &Q8Activatio
                 2..=3 => 2,
                 _ => 1,
             };
+            // SAFETY: the caller's contract, and `r + step <= rows.end`.
             unsafe {
                 match step {
                     4 => tile::<4, 1>(w, r, x, 0, rows.start, out, stride),
@@ -45,6 +49,7 @@ pub(crate) unsafe fn matmul(w: &Q8_0Weights, rows: Range<usize>, x: &Q8Activatio
             let mut j = chunk;
             while j < chunk_end {
                 let width = (chunk_end - j).min(4);
+                // SAFETY: the caller's contract, `r + height <= rows.end` and `j + width <= n`.
                 unsafe {
                     match (height, width) {
                         (2, 4) => tile::<2, 4>(w, r, x, j, rows.start, out, stride),
@@ -67,7 +72,10 @@ pub(crate) unsafe fn matmul(w: &Q8_0Weights, rows: Range<usize>, x: &Q8Activatio
 /// Outputs for weight rows `r0..r0+R` × activation rows `j0..j0+C`.
 ///
 /// # Safety
-/// As [`matmul`]; `r0 + R` and `j0 + C` lie inside the weights and activations.
+/// The CPU has AVX2 and FMA; `r0 + R <= w.rows()` and `x.blocks() ==
+/// w.blocks()` (weight and activation blocks are read through unchecked
+/// pointers). `j0 + C <= x.rows()` and the output's size are checked
+/// (slicing and indexing panic).
 #[target_feature(enable = "avx2,fma")]
 #[inline]
 unsafe fn tile<const R: usize, const C: usize>(
@@ -101,8 +109,9 @@ unsafe fn tile<const R: usize, const C: usize>(
         let at = b * BLOCK;
         let mut w_scale = [0f32; R];
         for i in 0..R {
-            // SAFETY: `row_start` points at a row's first block; its block `b < blocks`
-            // lies `b · QUANT_STRIDE` quants (32 of them) and `b · GROUP` scales further.
+            // SAFETY: `row_start` points at the first block of row `r0 + i < w.rows()`
+            // (the caller's contract); its block `b < blocks` lies `b · QUANT_STRIDE`
+            // quants (32 of them) and `b · GROUP` scales further, inside the buffers.
             unsafe {
                 wv[i] = _mm256_loadu_si256(w_quants[i].add(b * QUANT_STRIDE).cast());
                 w_scale[i] = *w_scales[i].add(b * GROUP);
@@ -110,8 +119,8 @@ unsafe fn tile<const R: usize, const C: usize>(
             w_abs[i] = _mm256_sign_epi8(wv[i], wv[i]);
         }
         for c in 0..C {
-            // SAFETY: an activation row holds `blocks` scales and `blocks · 32` quants
-            // (`check` matched its blocks to the weights').
+            // SAFETY: an activation row holds `x.blocks()` scales and `x.blocks() · 32`
+            // quants, and `b < w.blocks() == x.blocks()` (the caller's contract).
             let (xv, dx) = unsafe {
                 (
                     _mm256_loadu_si256(x_quants[c].as_ptr().add(at).cast()),

@@ -13,8 +13,10 @@ use std::ops::Range;
 /// See `portable::matmul_q2_k`.
 ///
 /// # Safety
-/// The CPU has AVX2, FMA and F16C; the caller checked the shapes and that
-/// `rows` starts on a group.
+/// The CPU has AVX2, FMA and F16C, and the arguments meet `dispatch::check`
+/// with `rows.start` a multiple of 8. Soundness rests on `x.blocks() ==
+/// w.blocks()` (the tiles read activation blocks `0..w.blocks()` through
+/// unchecked pointers); weight groups and outputs go through checked slices.
 #[target_feature(enable = "avx2,fma,f16c")]
 pub(crate) unsafe fn matmul_q2_k(
     w: &Q2KWeights,
@@ -35,11 +37,13 @@ pub(crate) unsafe fn matmul_q2_k(
 /// Sub-block `k` of chunk `chunk` at register position `t`: quants 0–3.
 ///
 /// # Safety
-/// `data` points at a whole group super-block; `chunk < 2`, `k < 4`, `t < 8`.
+/// The CPU has AVX2; `data` points at a whole Q2_K group super-block and
+/// `chunk < 2`, `t < 8` (the 32-byte register at `qs_at(chunk, t)` is
+/// loaded). `k < 4` picks the bits; any `k` is sound.
 #[target_feature(enable = "avx2")]
 #[inline]
 unsafe fn sub_block_quants(data: *const u8, chunk: usize, k: usize, t: usize) -> __m256i {
-    // SAFETY: the caller's pointer covers the register.
+    // SAFETY: `qs_at(chunk, t) + 32` lies inside the group super-block (the caller's contract).
     let qs = unsafe { _mm256_loadu_si256(data.add(qs_at(chunk, t)).cast()) };
     _mm256_and_si256(
         _mm256_srl_epi16(qs, _mm_cvtsi32_si128(2 * k as i32)),
@@ -50,11 +54,11 @@ unsafe fn sub_block_quants(data: *const u8, chunk: usize, k: usize, t: usize) ->
 /// Eight bytes (rows 0..8) at `at` as f32 lanes, each nibble `high` or low.
 ///
 /// # Safety
-/// `at` points at 8 readable bytes.
+/// The CPU has AVX2; `at` points at 8 readable bytes.
 #[target_feature(enable = "avx2")]
 #[inline]
 unsafe fn nibble_lanes(at: *const u8, high: bool) -> __m256 {
-    // SAFETY: the caller's contract.
+    // SAFETY: `at` points at 8 readable bytes (the caller's contract).
     let bytes = _mm256_cvtepu8_epi32(unsafe { _mm_loadl_epi64(at.cast()) });
     let nibbles = if high {
         _mm256_srli_epi32(bytes, 4)
@@ -67,7 +71,9 @@ unsafe fn nibble_lanes(at: *const u8, high: bool) -> __m256 {
 /// The eight outputs of weight group `group` against activation rows `j0..j0 + C`.
 ///
 /// # Safety
-/// As [`matmul_q2_k`]; `j0 + C <= x.rows()` and `group` is a group of `w`.
+/// The CPU has AVX2, FMA and F16C, and `x.blocks() == w.blocks()` (activation
+/// blocks are read through unchecked pointers). `group` and `j0 + C <=
+/// x.rows()` are checked (slicing panics).
 #[target_feature(enable = "avx2,fma,f16c")]
 #[inline]
 unsafe fn group_tile<const C: usize>(w: &Q2KWeights, group: usize, x: &Q8Activations, j0: usize) -> [__m256; C] {
@@ -77,7 +83,8 @@ unsafe fn group_tile<const C: usize>(w: &Q2KWeights, group: usize, x: &Q8Activat
         let (quants, scales, halves) = (x.row_quants(j0 + c), x.row_scales(j0 + c), x.row_half_sums(j0 + c));
         for sb in 0..w.supers() {
             let data = w.group_super(group, sb).as_ptr();
-            // SAFETY: a group super-block starts with eight f16 d and eight f16 dmin.
+            // SAFETY: `data` is a whole group super-block (a checked slice), which starts
+            // with eight f16 d and eight f16 dmin.
             let (d, dmin) = unsafe {
                 (
                     _mm256_cvtph_ps(_mm_loadu_si128(data.cast())),
@@ -90,8 +97,9 @@ unsafe fn group_tile<const C: usize>(w: &Q2KWeights, group: usize, x: &Q8Activat
                     let mut dot = _mm256_setzero_si256();
                     for pair in 0..2 {
                         let t = half * 4 + pair * 2;
-                        // SAFETY: registers t and t + 1 lie inside the group super-block;
-                        // an activation block is 32 bytes and 4t + 8 <= 32.
+                        // SAFETY: registers `t + 1 < 8` of chunk `chunk < 2` lie inside the
+                        // group super-block; activation block `b < w.blocks() == x.blocks()`
+                        // (the caller's contract) is 32 bytes, and 4t + 8 <= 32.
                         let products = unsafe {
                             let (q0, q1) = (
                                 sub_block_quants(data, chunk, k, t),
@@ -105,7 +113,8 @@ unsafe fn group_tile<const C: usize>(w: &Q2KWeights, group: usize, x: &Q8Activat
                         };
                         dot = _mm256_add_epi32(dot, _mm256_madd_epi16(products, ones));
                     }
-                    // SAFETY: the 8 scale/min bytes of entry 2j + half lie inside the group super-block.
+                    // SAFETY: the 8 scale/min bytes of entry `2j + half < 16` lie inside the
+                    // group super-block; AVX2 is enabled here.
                     let (scale, min) = unsafe {
                         let at = data.add(SCALES_AT + (2 * j + half) * GROUP);
                         (nibble_lanes(at, false), nibble_lanes(at, true))

@@ -14,8 +14,10 @@ use std::ops::Range;
 /// See `portable::matmul_q3_k`.
 ///
 /// # Safety
-/// The CPU has AVX2, FMA and F16C; the caller checked the shapes and that
-/// `rows` starts on a group.
+/// The CPU has AVX2, FMA and F16C, and the arguments meet `dispatch::check`
+/// with `rows.start` a multiple of 8. Soundness rests on `x.blocks() ==
+/// w.blocks()` (the tiles read activation blocks `0..w.blocks()` through
+/// unchecked pointers); weight groups and outputs go through checked slices.
 #[target_feature(enable = "avx2,fma,f16c")]
 pub(crate) unsafe fn matmul_q3_k(
     w: &Q3KWeights,
@@ -36,11 +38,13 @@ pub(crate) unsafe fn matmul_q3_k(
 /// Sub-block `k` of chunk `chunk` at register position `t`: quants 0–7.
 ///
 /// # Safety
-/// `data` points at a whole group super-block; `chunk < 2`, `k < 4`, `t < 8`.
+/// The CPU has AVX2; `data` points at a whole Q3_K group super-block and
+/// `chunk < 2`, `t < 8` (the 32-byte registers at `qs_at(chunk, t)` and
+/// `HMASK_AT + 32t` are loaded). `k < 4` picks the bits; any `k` is sound.
 #[target_feature(enable = "avx2")]
 #[inline]
 unsafe fn sub_block_quants(data: *const u8, chunk: usize, k: usize, t: usize) -> __m256i {
-    // SAFETY: the caller's pointer covers the registers.
+    // SAFETY: both registers lie inside the group super-block (the caller's contract).
     let (qs, hmask) = unsafe {
         (
             _mm256_loadu_si256(data.add(qs_at(chunk, t)).cast()),
@@ -64,7 +68,9 @@ unsafe fn sub_block_quants(data: *const u8, chunk: usize, k: usize, t: usize) ->
 /// The eight outputs of weight group `group` against activation rows `j0..j0 + C`.
 ///
 /// # Safety
-/// As [`matmul_q3_k`]; `j0 + C <= x.rows()` and `group` is a group of `w`.
+/// The CPU has AVX2, FMA and F16C, and `x.blocks() == w.blocks()` (activation
+/// blocks are read through unchecked pointers). `group` and `j0 + C <=
+/// x.rows()` are checked (slicing panics).
 #[target_feature(enable = "avx2,fma,f16c")]
 #[inline]
 unsafe fn group_tile<const C: usize>(w: &Q3KWeights, group: usize, x: &Q8Activations, j0: usize) -> [__m256; C] {
@@ -74,7 +80,8 @@ unsafe fn group_tile<const C: usize>(w: &Q3KWeights, group: usize, x: &Q8Activat
         let (quants, scales, halves) = (x.row_quants(j0 + c), x.row_scales(j0 + c), x.row_half_sums(j0 + c));
         for sb in 0..w.supers() {
             let data = w.group_super(group, sb).as_ptr();
-            // SAFETY: a group super-block starts with eight f16 d.
+            // SAFETY: `data` is a whole group super-block (a checked slice), which
+            // starts with eight f16 d.
             let d = unsafe { _mm256_cvtph_ps(_mm_loadu_si128(data.cast())) };
             for j in 0..SUB_BLOCKS {
                 let (chunk, k, b) = (j / 4, j % 4, sb * SUB_BLOCKS + j);
@@ -82,8 +89,9 @@ unsafe fn group_tile<const C: usize>(w: &Q3KWeights, group: usize, x: &Q8Activat
                     let mut dot = _mm256_setzero_si256();
                     for pair in 0..2 {
                         let t = half * 4 + pair * 2;
-                        // SAFETY: registers t and t + 1 lie inside the group super-block;
-                        // an activation block is 32 bytes and 4t + 8 <= 32.
+                        // SAFETY: registers `t + 1 < 8` of chunk `chunk < 2` lie inside the
+                        // group super-block; activation block `b < w.blocks() == x.blocks()`
+                        // (the caller's contract) is 32 bytes, and 4t + 8 <= 32.
                         let products = unsafe {
                             let (q0, q1) = (
                                 sub_block_quants(data, chunk, k, t),
@@ -98,7 +106,7 @@ unsafe fn group_tile<const C: usize>(w: &Q3KWeights, group: usize, x: &Q8Activat
                         dot = _mm256_add_epi32(dot, _mm256_madd_epi16(products, ones));
                     }
                     let centered = _mm256_sub_epi32(dot, _mm256_set1_epi32(4 * halves[b][half]));
-                    // SAFETY: the 8 bytes of scale 2j + half lie inside the group super-block.
+                    // SAFETY: the 8 bytes of scale `2j + half < 16` lie inside the group super-block.
                     let scale = unsafe {
                         _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64(
                             data.add(SCALES_AT + (2 * j + half) * GROUP).cast(),

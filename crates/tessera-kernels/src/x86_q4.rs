@@ -15,8 +15,10 @@ pub(crate) const ACT_CHUNK: usize = 32;
 /// See `portable::matmul_q4`.
 ///
 /// # Safety
-/// The CPU has AVX2, FMA and F16C; the caller checked the shapes and that
-/// `rows` starts on a group.
+/// The CPU has AVX2, FMA and F16C, and the arguments meet `dispatch::check`
+/// with `rows.start` a multiple of 8. Soundness rests on `x.blocks() ==
+/// w.blocks()` (the tiles read activation blocks `0..w.blocks()` through
+/// unchecked pointers); weight groups and outputs go through checked slices.
 #[target_feature(enable = "avx2,fma,f16c")]
 pub(crate) unsafe fn matmul_q4(
     w: &NibbleGroups,
@@ -25,11 +27,14 @@ pub(crate) unsafe fn matmul_q4(
     out: &mut [f32],
     stride: usize,
 ) {
-    match w.kind() {
-        Q4Kind::Q4_0 => unsafe { matmul_groups::<false, false>(w, rows, x, out, stride) },
-        Q4Kind::Q4_1 => unsafe { matmul_groups::<true, false>(w, rows, x, out, stride) },
-        Q4Kind::Q5_0 => unsafe { matmul_groups::<false, true>(w, rows, x, out, stride) },
-        Q4Kind::Q5_1 => unsafe { matmul_groups::<true, true>(w, rows, x, out, stride) },
+    // SAFETY: the caller's contract; `MIN` and `HIGH` follow `w.kind()`.
+    unsafe {
+        match w.kind() {
+            Q4Kind::Q4_0 => matmul_groups::<false, false>(w, rows, x, out, stride),
+            Q4Kind::Q4_1 => matmul_groups::<true, false>(w, rows, x, out, stride),
+            Q4Kind::Q5_0 => matmul_groups::<false, true>(w, rows, x, out, stride),
+            Q4Kind::Q5_1 => matmul_groups::<true, true>(w, rows, x, out, stride),
+        }
     }
 }
 
@@ -37,7 +42,8 @@ pub(crate) unsafe fn matmul_q4(
 /// Q4_0, −16 for Q5_0); `HIGH`: a fifth bit per value (Q5_0, Q5_1).
 ///
 /// # Safety
-/// As [`matmul_q4`]; `MIN` and `HIGH` match `w`'s kind.
+/// As [`matmul_q4`]. (`MIN` and `HIGH` must match `w.kind()` for the right
+/// results; every weight load stays inside a group block either way.)
 #[target_feature(enable = "avx2,fma,f16c")]
 unsafe fn matmul_groups<const MIN: bool, const HIGH: bool>(
     w: &NibbleGroups,
@@ -72,7 +78,9 @@ macro_rules! for_each_group_tile {
                 let mut j = chunk;
                 while j < chunk_end {
                     let width = (chunk_end - j).min(4);
-                    // SAFETY: the caller's `target_feature` covers the tile's, and the shapes were checked.
+                    // SAFETY: the enclosing kernel enables the tile's target features and
+                    // its contract is the tile's (`x.blocks() == w.blocks()`, const layout
+                    // parameters that match `w`); `j + width <= n`.
                     let sums = unsafe {
                         match width {
                             4 => $tile!(4, group, j),
@@ -139,7 +147,9 @@ fn fifth_bits(qh: __m256i, shift: usize) -> __m256i {
 /// The eight outputs of weight group `group` against activation rows `j0..j0 + C`.
 ///
 /// # Safety
-/// As [`matmul_groups`]; `j0 + C <= x.rows()` and `group` is a group of `w`.
+/// The CPU has AVX2, FMA and F16C, and `x.blocks() == w.blocks()` (activation
+/// blocks are read through unchecked pointers). `group` and `j0 + C <=
+/// x.rows()` are checked (slicing panics); `MIN` and `HIGH` as [`matmul_groups`].
 #[target_feature(enable = "avx2,fma,f16c")]
 #[inline]
 unsafe fn group_tile<const C: usize, const MIN: bool, const HIGH: bool>(
@@ -164,8 +174,9 @@ unsafe fn group_tile<const C: usize, const MIN: bool, const HIGH: bool>(
     }
     for b in 0..w.blocks() {
         let data = w.group_block(group, b).as_ptr();
-        // SAFETY: a group block holds 8 f16 d, (with a minimum) 8 f16 m, (5-bit) a qh
-        // register, then four 32-byte registers.
+        // SAFETY: `data` is a whole group block of `w.kind()`: 8 f16 d, (with a
+        // minimum) 8 f16 m, (5-bit) a qh register, then four 32-byte registers;
+        // these 16-byte loads at 0 and 16 lie inside even the 4-bit Q4_0 block.
         let (d, m) = unsafe {
             if MIN {
                 (
@@ -178,14 +189,14 @@ unsafe fn group_tile<const C: usize, const MIN: bool, const HIGH: bool>(
         };
         // 4-bit: i16 sums, one `madd` per block; 5-bit: i32 sums, one per register.
         let mut dots = [_mm256_setzero_si256(); C];
-        // SAFETY: as above.
         let qh = if HIGH {
+            // SAFETY: as above (32 bytes at `high_at`, inside every kind's block).
             unsafe { _mm256_loadu_si256(data.add(high_at).cast()) }
         } else {
             _mm256_setzero_si256()
         };
         for t in 0..4 {
-            // SAFETY: as above.
+            // SAFETY: as above: register `t < 4` of the nibbles ends the block.
             let packed = unsafe { _mm256_loadu_si256(data.add(nibbles_at + t * 32).cast()) };
             let mut low = _mm256_and_si256(packed, low_mask);
             let mut high = _mm256_and_si256(_mm256_srli_epi16(packed, 4), low_mask);
@@ -194,7 +205,8 @@ unsafe fn group_tile<const C: usize, const MIN: bool, const HIGH: bool>(
                 high = _mm256_or_si256(high, fifth_bits(qh, 16 + 4 * t));
             }
             for c in 0..C {
-                // SAFETY: an activation block is 32 bytes; 4t + 16 + 4 <= 32.
+                // SAFETY: block `b < w.blocks() == x.blocks()` (the caller's contract) of
+                // the row is 32 bytes, and 4t + 16 + 4 <= 32.
                 let (y_low, y_high) = unsafe {
                     let block = quants[c].as_ptr().add(b * BLOCK + t * 4);
                     (

@@ -18,8 +18,10 @@ use std::ops::Range;
 /// See `portable::matmul_q4_k`.
 ///
 /// # Safety
-/// The CPU has AVX2, FMA and F16C; the caller checked the shapes and that
-/// `rows` starts on a group.
+/// The CPU has AVX2, FMA and F16C, and the arguments meet `dispatch::check`
+/// with `rows.start` a multiple of 8. Soundness rests on `x.blocks() ==
+/// w.blocks()` (the tiles read activation blocks `0..w.blocks()` through
+/// unchecked pointers); weight groups and outputs go through checked slices.
 #[target_feature(enable = "avx2,fma,f16c")]
 pub(crate) unsafe fn matmul_q4_k(
     w: &Q4KWeights,
@@ -29,10 +31,10 @@ pub(crate) unsafe fn matmul_q4_k(
     stride: usize,
 ) {
     if w.five_bit() {
-        // SAFETY: the caller's contract.
+        // SAFETY: the caller's contract, and `FIVE == w.five_bit()`.
         unsafe { matmul_groups::<true>(w, rows, x, out, stride) }
     } else {
-        // SAFETY: the caller's contract.
+        // SAFETY: as above.
         unsafe { matmul_groups::<false>(w, rows, x, out, stride) }
     }
 }
@@ -40,7 +42,9 @@ pub(crate) unsafe fn matmul_q4_k(
 /// [`matmul_q4_k`] for Q4_K (`FIVE` false) or Q5_K.
 ///
 /// # Safety
-/// As [`matmul_q4_k`].
+/// As [`matmul_q4_k`], and `FIVE == w.five_bit()`: Q5_K's nibbles start 256
+/// bytes later, so `FIVE` on a Q4_K matrix would read past its group
+/// super-blocks.
 #[target_feature(enable = "avx2,fma,f16c")]
 unsafe fn matmul_groups<const FIVE: bool>(
     w: &Q4KWeights,
@@ -77,13 +81,15 @@ pub(crate) fn fifth_bits(qh: __m256i, bit: usize) -> __m256i {
 /// leaving registers.
 ///
 /// # Safety
-/// `data` points at a whole group super-block.
+/// The CPU has AVX2, FMA and F16C; `data` points at the first of the 128
+/// readable bytes of a Q4_K/Q5_K group super-block's factors (d, dmin,
+/// scales, mins, high bits: loads up to `HIGH_BITS_AT + 32`).
 #[target_feature(enable = "avx2,fma,f16c")]
 #[inline]
 pub(crate) unsafe fn super_block_factors(data: *const u8) -> ([__m256; SUB_BLOCKS], [__m256; SUB_BLOCKS]) {
     let nibble = _mm256_set1_epi8(0x0F);
     let two = _mm256_set1_epi8(3);
-    // SAFETY: the caller's pointer covers the whole group super-block.
+    // SAFETY: every load ends by `HIGH_BITS_AT + 32`, inside the caller's 128 bytes.
     let (d, dmin, scales, mins, high) = unsafe {
         (
             _mm256_cvtph_ps(_mm_loadu_si128(data.cast())),
@@ -162,7 +168,10 @@ pub(crate) fn accumulate_sub_block(
 /// The eight outputs of weight group `group` against activation rows `j0..j0 + C`.
 ///
 /// # Safety
-/// As [`matmul_q4_k`]; `j0 + C <= x.rows()` and `group` is a group of `w`.
+/// The CPU has AVX2, FMA and F16C, `x.blocks() == w.blocks()` (activation
+/// blocks are read through unchecked pointers) and `FIVE == w.five_bit()`
+/// (see [`matmul_groups`]). `group` and `j0 + C <= x.rows()` are checked
+/// (slicing panics).
 #[target_feature(enable = "avx2,fma,f16c")]
 #[inline]
 unsafe fn group_tile<const C: usize, const FIVE: bool>(
@@ -185,15 +194,17 @@ unsafe fn group_tile<const C: usize, const FIVE: bool>(
     }
     for sb in 0..w.supers() {
         let data = w.group_super(group, sb).as_ptr();
-        // SAFETY: `data` is a whole group super-block.
+        // SAFETY: `data` is a whole group super-block (a checked slice), longer than
+        // its factors; the features are enabled here.
         let (d_scale, minus_min) = unsafe { super_block_factors(data) };
         for pair in 0..SUB_BLOCKS / 2 {
             let (even, odd) = (sb * SUB_BLOCKS + 2 * pair, sb * SUB_BLOCKS + 2 * pair + 1);
             // Q4_K: i16 sums (eight products of at most 2·15·128); Q5_K: i32 sums.
             let mut dots = [[_mm256_setzero_si256(); C]; 2];
             for t in 0..8 {
-                // SAFETY: a pair holds eight 32-byte registers after the nibbles' start,
-                // and Q5_K's eight qh registers lie after QH_AT.
+                // SAFETY: pair `pair < 4` holds eight 32-byte registers after the nibbles'
+                // start, inside the group super-block of this kind (`FIVE` follows
+                // `w.five_bit()`); Q5_K's eight qh registers lie after QH_AT.
                 let packed = unsafe { _mm256_loadu_si256(data.add(nibbles_at + pair * PAIR_BYTES + t * 32).cast()) };
                 let mut low = _mm256_and_si256(packed, nibble);
                 let mut high = _mm256_and_si256(_mm256_srli_epi16(packed, 4), nibble);
@@ -204,7 +215,8 @@ unsafe fn group_tile<const C: usize, const FIVE: bool>(
                     high = _mm256_or_si256(high, fifth_bits(qh, 2 * pair + 1));
                 }
                 for c in 0..C {
-                    // SAFETY: activation blocks are 32 bytes and 4t + 4 <= 32.
+                    // SAFETY: activation blocks `even < odd < w.blocks() == x.blocks()` (the
+                    // caller's contract) are 32 bytes each, and 4t + 4 <= 32.
                     let (y_even, y_odd) = unsafe {
                         let row = quants[c].as_ptr();
                         (

@@ -20,8 +20,11 @@ use std::ops::Range;
 /// See `portable::matmul_q4_k`.
 ///
 /// # Safety
-/// The CPU has AVX-512 F, BW and VNNI, AVX2, FMA and F16C; the caller
-/// checked the shapes and that `rows` starts on a group.
+/// The CPU has AVX-512 F, BW and VNNI, AVX2, FMA and F16C, and the arguments
+/// meet `dispatch::check` with `rows.start` a multiple of 8. Soundness rests
+/// on `x.blocks() == w.blocks()` (the tiles read activation blocks
+/// `0..w.blocks()` through unchecked pointers); weight groups and outputs go
+/// through checked slices.
 #[target_feature(enable = "avx512f,avx512bw,avx512vnni,avx2,fma,f16c")]
 pub(crate) unsafe fn matmul_q4_k(
     w: &Q4KWeights,
@@ -31,10 +34,10 @@ pub(crate) unsafe fn matmul_q4_k(
     stride: usize,
 ) {
     if w.five_bit() {
-        // SAFETY: the caller's contract.
+        // SAFETY: the caller's contract, and `FIVE == w.five_bit()`.
         unsafe { matmul_groups::<true>(w, rows, x, out, stride) }
     } else {
-        // SAFETY: the caller's contract.
+        // SAFETY: as above.
         unsafe { matmul_groups::<false>(w, rows, x, out, stride) }
     }
 }
@@ -42,7 +45,7 @@ pub(crate) unsafe fn matmul_q4_k(
 /// [`matmul_q4_k`] for Q4_K (`FIVE` false) or Q5_K.
 ///
 /// # Safety
-/// As [`matmul_q4_k`].
+/// As [`matmul_q4_k`], and `FIVE == w.five_bit()` (see [`unpack_pair`]).
 #[target_feature(enable = "avx512f,avx512bw,avx512vnni,avx2,fma,f16c")]
 unsafe fn matmul_groups<const FIVE: bool>(
     w: &Q4KWeights,
@@ -104,14 +107,15 @@ fn accumulate_sub_block(
 /// of the lower group in lanes 0–7.
 ///
 /// # Safety
-/// The CPU has AVX-512 F, AVX2, FMA and F16C; both groups are groups of `w`
-/// and `factors` holds one entry per super-block.
+/// The CPU has AVX-512 F, AVX2, FMA and F16C. (Super-blocks are reached
+/// through checked slices; `factors` should hold `w.supers()` entries.)
 #[target_feature(enable = "avx512f,avx2,fma,f16c")]
 #[inline]
 unsafe fn pair_factors(w: &Q4KWeights, [lower, upper]: [usize; 2], factors: &mut [[__m512; 2 * SUB_BLOCKS]]) {
     for (sb, entry) in factors.iter_mut().enumerate() {
         let (lo, hi) = (w.group_super(lower, sb).as_ptr(), w.group_super(upper, sb).as_ptr());
-        // SAFETY: both are whole group super-blocks.
+        // SAFETY: both are whole group super-blocks (checked slices), longer than their
+        // factors; the features are enabled here.
         let ((scale_lo, min_lo), (scale_hi, min_hi)) = unsafe { (super_block_factors(lo), super_block_factors(hi)) };
         for j in 0..SUB_BLOCKS {
             entry[j] = join_ps(scale_lo[j], scale_hi[j]);
@@ -123,8 +127,10 @@ unsafe fn pair_factors(w: &Q4KWeights, [lower, upper]: [usize; 2], factors: &mut
 /// A pair's values (0–15, or 0–31 for Q5_K) as bytes, for every tile of the pair.
 ///
 /// # Safety
-/// The CPU has AVX-512 F and BW; both groups are groups of `w` and `quants`
-/// was made for `w.supers()` super-blocks.
+/// The CPU has AVX-512 F and BW, and `FIVE == w.five_bit()`: Q5_K's nibbles
+/// start 256 bytes later, so `FIVE` on a Q4_K matrix would read past its
+/// group super-blocks. (The groups and `quants`' size are checked: slicing
+/// and indexing panic.)
 #[target_feature(enable = "avx512f,avx512bw")]
 #[inline]
 unsafe fn unpack_pair<const FIVE: bool>(w: &Q4KWeights, [lower, upper]: [usize; 2], quants: &mut PairQuants) {
@@ -135,12 +141,13 @@ unsafe fn unpack_pair<const FIVE: bool>(w: &Q4KWeights, [lower, upper]: [usize; 
         for pair in 0..SUB_BLOCKS / 2 {
             for t in 0..8 {
                 let at = nibbles_at + pair * PAIR_BYTES + t * 32;
-                // SAFETY: a pair holds eight 32-byte registers after the nibbles' start.
+                // SAFETY: pair `pair < 4` holds eight 32-byte registers after the nibbles'
+                // start, inside both group super-blocks of this kind (`FIVE` matches `w`).
                 let packed = unsafe { join_loads(lo.add(at), hi.add(at)) };
                 let mut low = _mm512_and_si512(packed, nibble);
                 let mut high = _mm512_and_si512(_mm512_srli_epi16::<4>(packed), nibble);
                 if FIVE {
-                    // SAFETY: Q5_K's eight qh registers lie after QH_AT.
+                    // SAFETY: Q5_K's eight qh registers lie after QH_AT, inside both blocks.
                     let qh = unsafe { join_loads(lo.add(QH_AT + t * 32), hi.add(QH_AT + t * 32)) };
                     low = _mm512_or_si512(low, fifth_bits(qh, 2 * pair));
                     high = _mm512_or_si512(high, fifth_bits(qh, 2 * pair + 1));
@@ -155,8 +162,11 @@ unsafe fn unpack_pair<const FIVE: bool>(w: &Q4KWeights, [lower, upper]: [usize; 
 /// The sixteen outputs of an unpacked pair against activation rows `j0..j0 + C`.
 ///
 /// # Safety
-/// As [`matmul_q4_k`]; `j0 + C <= x.rows()`; `quants` and `factors` hold one
-/// pair's [`unpack_pair`] and [`pair_factors`] for `x.blocks() / 8` super-blocks.
+/// The CPU has AVX-512 F, BW and VNNI, AVX2, FMA and F16C, and
+/// `factors.len() · 8 <= x.blocks()`: the activation blocks of every
+/// super-block in `factors` are read through unchecked pointers (the kernel
+/// passes `w.supers()` entries, and `x.blocks() == w.blocks()`). `j0 + C <=
+/// x.rows()` and `quants` are checked (slicing and indexing panic).
 #[target_feature(enable = "avx512f,avx512bw,avx512vnni,avx2,fma,f16c")]
 #[inline]
 unsafe fn pair_tile<const C: usize>(
@@ -183,7 +193,8 @@ unsafe fn pair_tile<const C: usize>(
             for t in 0..8 {
                 let (low, high) = (quants.get(sb, 2 * pair, t), quants.get(sb, 2 * pair + 1, t));
                 for c in 0..C {
-                    // SAFETY: activation blocks are 32 bytes and 4t + 4 <= 32.
+                    // SAFETY: blocks `even < odd < 8 · factors.len() <= x.blocks()` (the
+                    // caller's contract) are 32 bytes each, and 4t + 4 <= 32.
                     let (y_even, y_odd) = unsafe {
                         let row = rows[c].as_ptr();
                         (

@@ -15,8 +15,10 @@ use std::ops::Range;
 /// See `portable::matmul_q6_k`.
 ///
 /// # Safety
-/// The CPU has AVX2, FMA and F16C; the caller checked the shapes and that
-/// `rows` starts on a group.
+/// The CPU has AVX2, FMA and F16C, and the arguments meet `dispatch::check`
+/// with `rows.start` a multiple of 8. Soundness rests on `x.blocks() ==
+/// w.blocks()` (the tiles read activation blocks `0..w.blocks()` through
+/// unchecked pointers); weight groups and outputs go through checked slices.
 #[target_feature(enable = "avx2,fma,f16c")]
 pub(crate) unsafe fn matmul_q6_k(
     w: &Q6KWeights,
@@ -67,11 +69,13 @@ fn chunk_quants(ql: [__m256i; 2], qh: __m256i) -> [__m256i; 4] {
 /// caller's target features).
 ///
 /// # Safety
-/// `data` points at a whole group super-block; `chunk < 2`, `t < 8`.
+/// The CPU has AVX2; `data` points at a whole Q6_K group super-block and
+/// `chunk < 2`, `t < 8` (the 32-byte registers at `ql_at(chunk, 0..2, t)`
+/// and `qh_at(chunk, t)` are loaded).
 #[target_feature(enable = "avx2")]
 #[inline]
 unsafe fn register_quants(data: *const u8, chunk: usize, t: usize) -> [__m256i; 4] {
-    // SAFETY: the caller's pointer covers the chunk's registers.
+    // SAFETY: the three registers lie inside the group super-block (the caller's contract).
     let (low, high, qh) = unsafe {
         (
             _mm256_loadu_si256(data.add(ql_at(chunk, 0, t)).cast()),
@@ -86,13 +90,15 @@ unsafe fn register_quants(data: *const u8, chunk: usize, t: usize) -> [__m256i; 
 /// `t` of the group super-block at `data`.
 ///
 /// # Safety
-/// `data` points at a whole group super-block; `chunk < 2`, `k < 4`, `t < 8`.
+/// The CPU has AVX2; `data` points at a whole Q6_K group super-block and
+/// `chunk < 2`, `t < 8` (the registers at `ql_at(chunk, k % 2, t)` and
+/// `qh_at(chunk, t)` are loaded). `k < 4` picks the bits; any `k` is sound.
 #[target_feature(enable = "avx2")]
 #[inline]
 unsafe fn sub_block_quants(data: *const u8, chunk: usize, k: usize, t: usize) -> __m256i {
     let nibble = _mm256_set1_epi8(0x0F);
     let bits = _mm256_set1_epi8(0x30);
-    // SAFETY: the caller's pointer covers the chunk's registers.
+    // SAFETY: both registers lie inside the group super-block (the caller's contract).
     let (ql, qh) = unsafe {
         (
             _mm256_loadu_si256(data.add(ql_at(chunk, k % 2, t)).cast()),
@@ -115,12 +121,14 @@ unsafe fn sub_block_quants(data: *const u8, chunk: usize, k: usize, t: usize) ->
 /// The eight outputs of weight group `group` against activation rows `j0..j0 + C`.
 ///
 /// # Safety
-/// As [`matmul_q6_k`]; `j0 + C <= x.rows()` and `group` is a group of `w`.
+/// The CPU has AVX2, FMA and F16C, and `x.blocks() == w.blocks()` (activation
+/// blocks are read through unchecked pointers). `group` and `j0 + C <=
+/// x.rows()` are checked (slicing panics).
 #[target_feature(enable = "avx2,fma,f16c")]
 #[inline]
 unsafe fn group_tile<const C: usize>(w: &Q6KWeights, group: usize, x: &Q8Activations, j0: usize) -> [__m256; C] {
     if C > 1 {
-        // SAFETY: the caller's contract.
+        // SAFETY: the caller's contract is `shared_tile`'s.
         return unsafe { shared_tile::<C>(w, group, x, j0) };
     }
     let ones = _mm256_set1_epi16(1);
@@ -129,7 +137,8 @@ unsafe fn group_tile<const C: usize>(w: &Q6KWeights, group: usize, x: &Q8Activat
         let (quants, scales, halves) = (x.row_quants(j0 + c), x.row_scales(j0 + c), x.row_half_sums(j0 + c));
         for sb in 0..w.supers() {
             let data = w.group_super(group, sb).as_ptr();
-            // SAFETY: a group super-block starts with eight f16 d.
+            // SAFETY: `data` is a whole group super-block (a checked slice), which
+            // starts with eight f16 d.
             let d = unsafe { _mm256_cvtph_ps(_mm_loadu_si128(data.cast())) };
             for chunk in 0..2 {
                 let first = sb * SUB_BLOCKS + chunk * 4;
@@ -138,11 +147,13 @@ unsafe fn group_tile<const C: usize>(w: &Q6KWeights, group: usize, x: &Q8Activat
                 for (half, half_dots) in dots.iter_mut().enumerate() {
                     for pair in 0..2 {
                         let t = half * 4 + pair * 2;
-                        // SAFETY: registers t and t + 1 of the chunk lie inside the group super-block.
+                        // SAFETY: registers `t + 1 < 8` of chunk `chunk < 2` lie inside the group
+                        // super-block; AVX2 is enabled here.
                         let (q0, q1) =
                             unsafe { (register_quants(data, chunk, t), register_quants(data, chunk, t + 1)) };
                         for (k, dot) in half_dots.iter_mut().enumerate() {
-                            // SAFETY: an activation block is 32 bytes, and 4t + 8 <= 32.
+                            // SAFETY: activation block `first + k < w.blocks() == x.blocks()` (the
+                            // caller's contract) is 32 bytes, and 4t + 8 <= 32.
                             let (y0, y1) = unsafe {
                                 let y = quants.as_ptr().add((first + k) * BLOCK + t * 4);
                                 (
@@ -163,7 +174,7 @@ unsafe fn group_tile<const C: usize>(w: &Q6KWeights, group: usize, x: &Q8Activat
                         let dot = &half_dots[k];
                         let centered = _mm256_sub_epi32(*dot, _mm256_set1_epi32(32 * halves[b][half]));
                         let i = 2 * (chunk * 4 + k) + half;
-                        // SAFETY: the 8 scale bytes of scale i lie inside the group super-block.
+                        // SAFETY: the 8 bytes of scale `i < 16` lie inside the group super-block.
                         let scale = unsafe {
                             _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64(
                                 data.add(SCALES_AT + i * GROUP).cast(),
@@ -205,7 +216,8 @@ unsafe fn shared_tile<const C: usize>(w: &Q6KWeights, group: usize, x: &Q8Activa
     }
     for sb in 0..w.supers() {
         let data = w.group_super(group, sb).as_ptr();
-        // SAFETY: a group super-block starts with eight f16 d.
+        // SAFETY: `data` is a whole group super-block (a checked slice), which starts
+        // with eight f16 d.
         let d = unsafe { _mm256_cvtph_ps(_mm_loadu_si128(data.cast())) };
         for j in 0..SUB_BLOCKS {
             let (chunk, k, b) = (j / 4, j % 4, sb * SUB_BLOCKS + j);
@@ -213,7 +225,8 @@ unsafe fn shared_tile<const C: usize>(w: &Q6KWeights, group: usize, x: &Q8Activa
                 let mut dots = [_mm256_setzero_si256(); C];
                 for pair in 0..2 {
                     let t = half * 4 + pair * 2;
-                    // SAFETY: registers t and t + 1 lie inside the group super-block.
+                    // SAFETY: registers `t + 1 < 8` of chunk `chunk < 2` lie inside the group
+                    // super-block; AVX2 is enabled here.
                     let (q0, q1) = unsafe {
                         (
                             sub_block_quants(data, chunk, k, t),
@@ -221,7 +234,8 @@ unsafe fn shared_tile<const C: usize>(w: &Q6KWeights, group: usize, x: &Q8Activa
                         )
                     };
                     for c in 0..C {
-                        // SAFETY: an activation block is 32 bytes, and 4t + 8 <= 32.
+                        // SAFETY: activation block `b < w.blocks() == x.blocks()` (the caller's
+                        // contract) is 32 bytes, and 4t + 8 <= 32.
                         let (y0, y1) = unsafe {
                             let y = quants[c].as_ptr().add(b * BLOCK + t * 4);
                             (
@@ -234,7 +248,7 @@ unsafe fn shared_tile<const C: usize>(w: &Q6KWeights, group: usize, x: &Q8Activa
                         dots[c] = _mm256_add_epi32(dots[c], _mm256_madd_epi16(products, ones));
                     }
                 }
-                // SAFETY: the 8 scale bytes of scale 2j + half lie inside the group super-block.
+                // SAFETY: the 8 bytes of scale `2j + half < 16` lie inside the group super-block.
                 let scale = unsafe {
                     _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64(
                         data.add(SCALES_AT + (2 * j + half) * GROUP).cast(),

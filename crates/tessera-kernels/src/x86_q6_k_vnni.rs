@@ -16,8 +16,11 @@ use std::ops::Range;
 /// See `portable::matmul_q6_k`.
 ///
 /// # Safety
-/// The CPU has AVX-512 F, BW and VNNI, AVX2, FMA and F16C; the caller
-/// checked the shapes and that `rows` starts on a group.
+/// The CPU has AVX-512 F, BW and VNNI, AVX2, FMA and F16C, and the arguments
+/// meet `dispatch::check` with `rows.start` a multiple of 8. Soundness rests
+/// on `x.blocks() == w.blocks()` (the tiles read activation blocks
+/// `0..w.blocks()` through unchecked pointers); weight groups and outputs go
+/// through checked slices.
 #[target_feature(enable = "avx512f,avx512bw,avx512vnni,avx2,fma,f16c")]
 pub(crate) unsafe fn matmul_q6_k(
     w: &Q6KWeights,
@@ -48,14 +51,17 @@ pub(crate) unsafe fn matmul_q6_k(
 /// `t` of both group super-blocks (`x86_q6_k::sub_block_quants`, 16 rows).
 ///
 /// # Safety
-/// Both pointers point at whole group super-blocks; `chunk < 2`, `k < 4`, `t < 8`.
+/// The CPU has AVX-512 F and BW; `lo` and `hi` each point at a whole Q6_K
+/// group super-block, and `chunk < 2`, `t < 8` (the registers at
+/// `ql_at(chunk, k % 2, t)` and `qh_at(chunk, t)` are loaded). `k < 4` picks
+/// the bits; any `k` is sound.
 #[target_feature(enable = "avx512f,avx512bw")]
 #[inline]
 unsafe fn sub_block_quants(lo: *const u8, hi: *const u8, chunk: usize, k: usize, t: usize) -> __m512i {
     let nibble = _mm512_set1_epi8(0x0F);
     let bits = _mm512_set1_epi8(0x30);
     let (ql_at, qh_at) = (ql_at(chunk, k % 2, t), qh_at(chunk, t));
-    // SAFETY: the caller's pointers cover the chunk's registers.
+    // SAFETY: both registers lie inside both group super-blocks (the caller's contract).
     let (ql, qh) = unsafe {
         (
             join_loads(lo.add(ql_at), hi.add(ql_at)),
@@ -78,8 +84,8 @@ unsafe fn sub_block_quants(lo: *const u8, hi: *const u8, chunk: usize, k: usize,
 /// A pair's quants (0–63) as bytes, for every tile of the pair.
 ///
 /// # Safety
-/// The CPU has AVX-512 F and BW; both groups are groups of `w` and `quants`
-/// was made for `w.supers()` super-blocks.
+/// The CPU has AVX-512 F and BW. (The groups and `quants`' size are checked:
+/// slicing and indexing panic.)
 #[target_feature(enable = "avx512f,avx512bw")]
 #[inline]
 unsafe fn unpack_pair(w: &Q6KWeights, [lower, upper]: [usize; 2], quants: &mut PairQuants) {
@@ -87,7 +93,8 @@ unsafe fn unpack_pair(w: &Q6KWeights, [lower, upper]: [usize; 2], quants: &mut P
         let (lo, hi) = (w.group_super(lower, sb).as_ptr(), w.group_super(upper, sb).as_ptr());
         for j in 0..SUB_BLOCKS {
             for t in 0..8 {
-                // SAFETY: both are whole group super-blocks; j / 4 < 2, j % 4 < 4, t < 8.
+                // SAFETY: both are whole group super-blocks (checked slices); j / 4 < 2,
+                // t < 8; the features are enabled here.
                 quants.set(sb, j, t, unsafe { sub_block_quants(lo, hi, j / 4, j % 4, t) });
             }
         }
@@ -98,14 +105,15 @@ unsafe fn unpack_pair(w: &Q6KWeights, [lower, upper]: [usize; 2], quants: &mut P
 /// pair, rows of the lower group in lanes 0–7.
 ///
 /// # Safety
-/// The CPU has AVX-512 F, AVX2 and F16C; both groups are groups of `w` and
-/// `scales` holds one entry per super-block.
+/// The CPU has AVX-512 F, AVX2 and F16C. (Super-blocks are reached through
+/// checked slices; `scales` should hold `w.supers()` entries.)
 #[target_feature(enable = "avx512f,avx2,f16c")]
 #[inline]
 unsafe fn pair_scales(w: &Q6KWeights, [lower, upper]: [usize; 2], scales: &mut [[__m512; 2 * SUB_BLOCKS]]) {
     for (sb, entry) in scales.iter_mut().enumerate() {
         let (lo, hi) = (w.group_super(lower, sb).as_ptr(), w.group_super(upper, sb).as_ptr());
-        // SAFETY: a group super-block starts with eight f16 d, then 16 × 8 scale bytes.
+        // SAFETY: `lo` and `hi` are whole group super-blocks (checked slices), which start
+        // with eight f16 d, then 16 × 8 scale bytes (`i < 16`); AVX2 is enabled here.
         unsafe {
             let d = join_ps(
                 _mm256_cvtph_ps(_mm_loadu_si128(lo.cast())),
@@ -122,7 +130,8 @@ unsafe fn pair_scales(w: &Q6KWeights, [lower, upper]: [usize; 2], scales: &mut [
 /// Scale `i` of a group super-block's eight rows, as f32.
 ///
 /// # Safety
-/// AVX2; `data` points at a whole group super-block and `i < 16`.
+/// The CPU has AVX2; `data` points at a whole Q6_K group super-block and
+/// `i < 16` (the 8 bytes at `SCALES_AT + 8i` are loaded).
 #[target_feature(enable = "avx2")]
 #[inline]
 unsafe fn half_scale(data: *const u8, i: usize) -> __m256 {
@@ -137,8 +146,11 @@ unsafe fn half_scale(data: *const u8, i: usize) -> __m256 {
 /// The sixteen outputs of an unpacked pair against activation rows `j0..j0 + C`.
 ///
 /// # Safety
-/// As [`matmul_q6_k`]; `j0 + C <= x.rows()`; `quants` and `scales_ds` hold one
-/// pair's [`unpack_pair`] and [`pair_scales`] for `x.blocks() / 8` super-blocks.
+/// The CPU has AVX-512 F, BW and VNNI, AVX2, FMA and F16C, and
+/// `scales_ds.len() · 8 <= x.blocks()`: the activation blocks of every
+/// super-block in `scales_ds` are read through unchecked pointers (the kernel
+/// passes `w.supers()` entries, and `x.blocks() == w.blocks()`). `j0 + C <=
+/// x.rows()` and `quants` are checked (slicing and indexing panic).
 #[target_feature(enable = "avx512f,avx512bw,avx512vnni,avx2,fma,f16c")]
 #[inline]
 unsafe fn pair_tile<const C: usize>(
@@ -166,7 +178,8 @@ unsafe fn pair_tile<const C: usize>(
                 for t in half * 4..half * 4 + 4 {
                     let q = quants.get(sb, j, t);
                     for c in 0..C {
-                        // SAFETY: an activation block is 32 bytes, and 4t + 4 <= 32.
+                        // SAFETY: block `b < 8 · scales_ds.len() <= x.blocks()` (the caller's
+                        // contract) is 32 bytes, and 4t + 4 <= 32.
                         let y = unsafe { broadcast_four(rows[c].as_ptr().add(b * BLOCK + t * 4)) };
                         dots[c] = _mm512_dpbusd_epi32(dots[c], q, y);
                     }

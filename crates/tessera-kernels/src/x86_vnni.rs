@@ -14,11 +14,12 @@ pub(crate) const TILE: usize = 8;
 /// 32 bytes at `lower` in lanes 0–7 and 32 bytes at `upper` in lanes 8–15.
 ///
 /// # Safety
-/// Both pointers point at 32 readable bytes.
+/// The CPU has AVX-512 F; `lower` and `upper` each point at 32 readable bytes
+/// (no alignment needed).
 #[target_feature(enable = "avx512f")]
 #[inline]
 pub(crate) unsafe fn join_loads(lower: *const u8, upper: *const u8) -> __m512i {
-    // SAFETY: the caller's contract.
+    // SAFETY: both 32-byte loads are the caller's readable bytes.
     unsafe {
         _mm512_inserti64x4::<1>(
             _mm512_castsi256_si512(_mm256_loadu_si256(lower.cast())),
@@ -38,11 +39,11 @@ pub(crate) fn join_ps(lower: __m256, upper: __m256) -> __m512 {
 /// Four activation bytes at `at`, in every lane.
 ///
 /// # Safety
-/// `at` points at 4 readable bytes.
+/// The CPU has AVX-512 F; `at` points at 4 readable bytes (no alignment needed).
 #[target_feature(enable = "avx512f")]
 #[inline]
 pub(crate) unsafe fn broadcast_four(at: *const i8) -> __m512i {
-    // SAFETY: the caller's contract.
+    // SAFETY: an unaligned read of the caller's 4 readable bytes.
     _mm512_set1_epi32(unsafe { at.cast::<i32>().read_unaligned() })
 }
 
@@ -134,12 +135,16 @@ macro_rules! for_each_pair_tile {
                     (lower, GROUP)
                 };
                 let pair = [lower, upper];
-                // SAFETY: the caller's `target_feature` covers the preparation's, and the shapes were checked.
+                // SAFETY: the enclosing kernel enables the preparation's target features,
+                // and its contract is the preparation's (const layout parameters that
+                // match `w`); the groups are checked (slicing panics).
                 unsafe { $prepare!(pair) };
                 let mut j = chunk;
                 while j < chunk_end {
                     let width = (chunk_end - j).min(TILE);
-                    // SAFETY: as above.
+                    // SAFETY: the enclosing kernel enables the tile's target features and its
+                    // contract gives `x.blocks() == w.blocks()`; `j + width <= n`; the pair
+                    // was prepared just above.
                     let sums = unsafe {
                         match width {
                             8 => $tile!(8, pair, j),

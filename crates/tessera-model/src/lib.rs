@@ -6,6 +6,9 @@
 //! (`tessera_kv`) is pure. The attention, RoPE, norm and cache-write kernels are
 //! our own code on flat `f32` buffers; candle supplies the quantized matmuls.
 #![deny(missing_docs)]
+#![deny(unsafe_op_in_unsafe_fn)]
+#![deny(clippy::undocumented_unsafe_blocks)]
+#![deny(clippy::missing_safety_doc)]
 
 pub mod attention;
 mod batch;
@@ -79,7 +82,7 @@ pub struct LoadedModel {
 impl LoadedModel {
     /// Load the model at `location`.
     pub fn load(location: &ModelLocation, options: &LoadOptions) -> Result<Self> {
-        parallel::pin_candle_to_one_thread();
+        parallel::check_candle_pinned();
         match location {
             ModelLocation::Gguf(path) => gguf::load_gguf(path, options),
             ModelLocation::HfDir(dir) => safetensors::load_safetensors_dir(dir, options),

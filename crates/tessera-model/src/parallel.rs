@@ -11,9 +11,22 @@
 //! the pool forever); a nested `run` on a pool thread runs inline.
 //!
 //! Jobs are claimed task by task from an atomic counter, so a worker that the
-//! OS has descheduled costs nothing: the caller takes its tasks. candle's own
-//! barrier pool is pinned to one thread so it never runs beside ours (two
-//! spinning pools made decode ~3× slower on 2 cores; see ARCHITECTURE.md).
+//! OS has descheduled costs nothing: the caller takes its tasks.
+//!
+//! candle's own barrier pool (its CPU ops and quantized matmuls) must stay on
+//! one thread so it never spins beside ours: two spinning pools made decode
+//! ~3× slower on 2 cores (see ARCHITECTURE.md). candle 0.11 sizes that pool
+//! once, at its first use, from `CANDLE_NUM_THREADS` (else `RAYON_NUM_THREADS`,
+//! else the physical cores) and offers no API to size it. This library never
+//! writes the environment: `set_var` races with every thread that reads it,
+//! C code included (why Rust 2024 made it `unsafe`), and a library cannot know
+//! that no such thread exists. The process pins candle before any thread
+//! exists instead: the `tessera` binary first thing in `main` (with
+//! [`CANDLE_PIN`]), and whatever cargo starts (tests, benches, examples,
+//! `cargo run`) through `.cargo/config.toml`'s `[env]`. The library only
+//! checks: the first model load or pool start reads the variables as candle
+//! will and logs a warning when candle's pool would run more than one thread
+//! (results are unchanged; only speed suffers).
 //!
 //! Protocol (all `SeqCst`): the caller publishes the job, then stores its
 //! epoch in `open`; a worker increments `in_flight`, then checks `open` still
@@ -52,14 +65,37 @@ pub fn num_threads() -> usize {
     *THREADS.get_or_init(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
 }
 
-/// Pin candle's internal pool to one thread (the calling thread, no workers).
-/// Must run before candle's first quantized matmul; later calls have no effect.
-pub(crate) fn pin_candle_to_one_thread() {
-    static DONE: OnceLock<()> = OnceLock::new();
-    DONE.get_or_init(|| {
-        // Read once, when candle's barrier pool starts. Rust's env functions are
-        // internally locked; this runs before any of our model threads exist.
-        std::env::set_var("CANDLE_NUM_THREADS", "1");
+/// The environment entry that keeps candle's pool on one thread, for a
+/// process's entry point to set before any thread exists (see the module docs).
+pub const CANDLE_PIN: (&str, &str) = ("CANDLE_NUM_THREADS", "1");
+
+/// The threads candle's barrier pool will start with when the environment
+/// names them: `CANDLE_NUM_THREADS`, else `RAYON_NUM_THREADS`, each a positive
+/// integer (`candle_core::utils::candle_num_threads` in candle 0.11.1); `None`
+/// when neither does (candle then takes the physical cores).
+fn candle_threads() -> Option<usize> {
+    [CANDLE_PIN.0, "RAYON_NUM_THREADS"]
+        .into_iter()
+        .find_map(|name| std::env::var(name).ok()?.parse::<usize>().ok().filter(|&n| n > 0))
+}
+
+/// Warn once when candle's pool would run more than one thread (it reads the
+/// environment at its first use, so this runs before the first model load).
+pub(crate) fn check_candle_pinned() {
+    static CHECKED: OnceLock<()> = OnceLock::new();
+    CHECKED.get_or_init(|| {
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let threads = candle_threads();
+        if threads == Some(1) || (threads.is_none() && cores == 1) {
+            return;
+        }
+        let (name, value) = CANDLE_PIN;
+        tracing::warn!(
+            candle_threads = ?threads,
+            "candle's thread pool is not pinned to one thread: its spinning workers compete with \
+             Tessera's (decode measured ~3x slower on 2 cores); set {name}={value} in the \
+             environment before the process starts (the `tessera` binary and cargo do)"
+        );
     });
 }
 
@@ -107,7 +143,7 @@ fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
 
 fn pool() -> &'static Pool {
     POOL.get_or_init(|| {
-        pin_candle_to_one_thread();
+        check_candle_pinned();
         let shared = Arc::new(Shared {
             open: AtomicU64::new(0),
             next: AtomicUsize::new(0),
@@ -304,78 +340,4 @@ pub fn map<T: Sync, R: Send>(items: &[T], work: impl Fn(&T) -> R + Sync + Send) 
 }
 
 #[cfg(test)]
-mod tests {
-    use std::sync::atomic::{AtomicUsize, Ordering};
-
-    #[test]
-    fn every_chunk_is_visited_once() {
-        for len in [1, 7, 103, 4_000] {
-            let mut data = vec![0f32; len];
-            super::for_each_chunk_mut(&mut data, 10, |index, chunk| {
-                for value in chunk {
-                    *value += index as f32 + 1.0;
-                }
-            });
-            for (i, value) in data.iter().enumerate() {
-                assert_eq!(*value, (i / 10) as f32 + 1.0, "len {len}");
-            }
-        }
-    }
-
-    #[test]
-    fn map_keeps_order() {
-        let items: Vec<u32> = (0..50).collect();
-        assert_eq!(
-            super::map(&items, |x| x * 2),
-            items.iter().map(|x| x * 2).collect::<Vec<_>>()
-        );
-    }
-
-    #[test]
-    fn every_task_runs_once_across_many_jobs_and_callers() {
-        let callers: Vec<_> = (0..3)
-            .map(|_| {
-                std::thread::spawn(|| {
-                    for tasks in 0..300 {
-                        let hits: Vec<AtomicUsize> = (0..tasks).map(|_| AtomicUsize::new(0)).collect();
-                        super::run(tasks, &|i| {
-                            hits[i].fetch_add(1, Ordering::Relaxed);
-                        });
-                        assert!(hits.iter().all(|h| h.load(Ordering::Relaxed) == 1), "{tasks} tasks");
-                    }
-                })
-            })
-            .collect();
-        for caller in callers {
-            caller.join().expect("caller thread");
-        }
-    }
-
-    #[test]
-    fn nested_runs_execute_inline() {
-        let total = AtomicUsize::new(0);
-        super::run(4, &|_| {
-            super::run(3, &|_| {
-                total.fetch_add(1, Ordering::Relaxed);
-            });
-        });
-        assert_eq!(total.load(Ordering::Relaxed), 12);
-    }
-
-    #[test]
-    fn a_panicking_task_is_raised_to_the_caller_and_the_pool_survives() {
-        let outcome = std::panic::catch_unwind(|| {
-            super::run(8, &|i| {
-                if i == 5 {
-                    panic!("task 5 failed");
-                }
-            })
-        });
-        assert!(outcome.is_err());
-        let total = AtomicUsize::new(0);
-        super::run(16, &|_| {
-            total.fetch_add(1, Ordering::Relaxed);
-        });
-        assert_eq!(total.load(Ordering::Relaxed), 16);
-    }
-}
+mod tests;

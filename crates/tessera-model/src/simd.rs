@@ -153,6 +153,10 @@ mod portable {
 /// FMA and F16C enabled (there they inline; called from elsewhere they do not).
 /// Each body is written once (a macro over how eight elements of the second
 /// operand load and how one widens) and built for `f32` and `f16` operands.
+///
+/// The slice functions need only that the CPU has AVX2, FMA and F16C: they
+/// bound every access by the slices' own lengths (the shorter operand
+/// decides; `axpy_rows` takes whole rows of `y.len()`).
 #[cfg(target_arch = "x86_64")]
 pub(crate) mod avx2 {
     use half::f16;
@@ -161,21 +165,25 @@ pub(crate) mod avx2 {
     /// Eight floats at `p`.
     ///
     /// # Safety
-    /// AVX, and 8 readable floats at `p`.
+    /// The CPU has AVX2, FMA and F16C, and `p` points at 8 readable `f32`
+    /// (no alignment needed).
     #[target_feature(enable = "avx2,fma,f16c")]
     #[inline]
     pub(crate) unsafe fn load_f32(p: *const f32) -> __m256 {
-        _mm256_loadu_ps(p)
+        // SAFETY: an unaligned load of the caller's 8 readable floats.
+        unsafe { _mm256_loadu_ps(p) }
     }
 
     /// Eight halves at `p`, widened.
     ///
     /// # Safety
-    /// F16C, and 8 readable halves at `p`.
+    /// The CPU has AVX2, FMA and F16C, and `p` points at 8 readable `f16`
+    /// (no alignment needed).
     #[target_feature(enable = "avx2,fma,f16c")]
     #[inline]
     pub(crate) unsafe fn load_f16(p: *const f16) -> __m256 {
-        _mm256_cvtph_ps(_mm_loadu_si128(p.cast()))
+        // SAFETY: an unaligned load of the caller's 8 readable halves (16 bytes).
+        _mm256_cvtph_ps(unsafe { _mm_loadu_si128(p.cast()) })
     }
 
     /// `Σ a·b` with two 8-lane FMA accumulators, a tree sum, then the scalar tail.
@@ -187,17 +195,26 @@ pub(crate) mod avx2 {
             let mut acc1 = _mm256_setzero_ps();
             let mut i = 0;
             while i + 16 <= n {
-                acc0 = _mm256_fmadd_ps(_mm256_loadu_ps(pa.add(i)), $load(pb.add(i)), acc0);
-                acc1 = _mm256_fmadd_ps(_mm256_loadu_ps(pa.add(i + 8)), $load(pb.add(i + 8)), acc1);
+                // SAFETY: both slices hold at least `n >= i + 16` elements.
+                let (a0, b0, a1, b1) = unsafe {
+                    let (a, b) = (pa.add(i), pb.add(i));
+                    (_mm256_loadu_ps(a), $load(b), _mm256_loadu_ps(a.add(8)), $load(b.add(8)))
+                };
+                acc0 = _mm256_fmadd_ps(a0, b0, acc0);
+                acc1 = _mm256_fmadd_ps(a1, b1, acc1);
                 i += 16;
             }
             if i + 8 <= n {
-                acc0 = _mm256_fmadd_ps(_mm256_loadu_ps(pa.add(i)), $load(pb.add(i)), acc0);
+                // SAFETY: both slices hold at least `n >= i + 8` elements.
+                let (a0, b0) = unsafe { (_mm256_loadu_ps(pa.add(i)), $load(pb.add(i))) };
+                acc0 = _mm256_fmadd_ps(a0, b0, acc0);
                 i += 8;
             }
             let mut sum = horizontal_sum(_mm256_add_ps(acc0, acc1));
             while i < n {
-                sum += *pa.add(i) * $widen(*pb.add(i));
+                // SAFETY: `i < n`, inside both slices.
+                let (a, b) = unsafe { (*pa.add(i), *pb.add(i)) };
+                sum += a * $widen(b);
                 i += 1;
             }
             sum
@@ -212,12 +229,17 @@ pub(crate) mod avx2 {
             let va = _mm256_set1_ps($alpha);
             let mut i = 0;
             while i + 8 <= n {
-                let v = _mm256_fmadd_ps(va, $load(px.add(i)), _mm256_loadu_ps(py.add(i)));
-                _mm256_storeu_ps(py.add(i), v);
+                // SAFETY: both slices hold at least `n >= i + 8` elements; `y` is
+                // borrowed mutably, so nothing else sees the store.
+                unsafe {
+                    let v = _mm256_fmadd_ps(va, $load(px.add(i)), _mm256_loadu_ps(py.add(i)));
+                    _mm256_storeu_ps(py.add(i), v);
+                }
                 i += 8;
             }
             while i < n {
-                *py.add(i) += $alpha * $widen(*px.add(i));
+                // SAFETY: `i < n`, inside both slices.
+                unsafe { *py.add(i) += $alpha * $widen(*px.add(i)) };
                 i += 1;
             }
         }};
@@ -234,23 +256,28 @@ pub(crate) mod avx2 {
             let width = $y.len();
             if width == 0 || width % PANEL != 0 {
                 // Out of line, so the panel loop stays small enough to inline.
-                return $any_width($y, $alphas, $rows);
+                // SAFETY: it needs only the features this function enables.
+                return unsafe { $any_width($y, $alphas, $rows) };
             }
             for panel in (0..width).step_by(PANEL) {
-                let py = $y.as_mut_ptr().add(panel);
+                // SAFETY: `panel + PANEL <= width = y.len()`.
+                let py = unsafe { $y.as_mut_ptr().add(panel) };
                 let mut acc = [_mm256_setzero_ps(); PANEL / 8];
                 for (k, lanes) in acc.iter_mut().enumerate() {
-                    *lanes = _mm256_loadu_ps(py.add(8 * k));
+                    // SAFETY: `8k + 8 <= PANEL` floats of the panel.
+                    *lanes = unsafe { _mm256_loadu_ps(py.add(8 * k)) };
                 }
                 for (alpha, row) in $alphas.iter().zip($rows.chunks_exact(width)) {
                     let va = _mm256_set1_ps(*alpha);
-                    let px = row.as_ptr().add(panel);
                     for (k, lanes) in acc.iter_mut().enumerate() {
-                        *lanes = _mm256_fmadd_ps(va, $load(px.add(8 * k)), *lanes);
+                        // SAFETY: `row` holds `width >= panel + 8k + 8` elements.
+                        let x = unsafe { $load(row.as_ptr().add(panel + 8 * k)) };
+                        *lanes = _mm256_fmadd_ps(va, x, *lanes);
                     }
                 }
                 for (k, lanes) in acc.iter().enumerate() {
-                    _mm256_storeu_ps(py.add(8 * k), *lanes);
+                    // SAFETY: as the loads above; `y` is borrowed mutably.
+                    unsafe { _mm256_storeu_ps(py.add(8 * k), *lanes) };
                 }
             }
         }};
@@ -264,10 +291,10 @@ pub(crate) mod avx2 {
         x.to_f32()
     }
 
-    /// See [`super::dot`].
+    /// See [`super::dot`] (over the shorter slice's length).
     ///
     /// # Safety
-    /// The CPU has AVX2, FMA and F16C.
+    /// The CPU has AVX2, FMA and F16C; any lengths.
     #[target_feature(enable = "avx2,fma,f16c")]
     #[inline]
     pub unsafe fn dot(a: &[f32], b: &[f32]) -> f32 {
@@ -277,27 +304,27 @@ pub(crate) mod avx2 {
     /// See [`super::dot_f16`]: [`dot`]'s order on the widened values.
     ///
     /// # Safety
-    /// The CPU has AVX2, FMA and F16C.
+    /// The CPU has AVX2, FMA and F16C; any lengths.
     #[target_feature(enable = "avx2,fma,f16c")]
     #[inline]
     pub unsafe fn dot_f16(a: &[f32], b: &[f16]) -> f32 {
         dot_body!(a, b, load_f16, widen)
     }
 
-    /// See [`super::axpy`].
+    /// See [`super::axpy`] (over the shorter slice's length).
     ///
     /// # Safety
-    /// The CPU has AVX2, FMA and F16C.
+    /// The CPU has AVX2, FMA and F16C; any lengths.
     #[target_feature(enable = "avx2,fma,f16c")]
     #[inline]
     pub unsafe fn axpy(y: &mut [f32], alpha: f32, x: &[f32]) {
         axpy_body!(y, alpha, x, load_f32, same)
     }
 
-    /// See [`super::axpy_rows`].
+    /// See [`super::axpy_rows`] (`rows` taken in whole rows of `y.len()`).
     ///
     /// # Safety
-    /// The CPU has AVX2, FMA and F16C.
+    /// The CPU has AVX2, FMA and F16C; any lengths.
     #[target_feature(enable = "avx2,fma,f16c")]
     #[inline]
     pub unsafe fn axpy_rows(y: &mut [f32], alphas: &[f32], rows: &[f32]) {
@@ -308,7 +335,7 @@ pub(crate) mod avx2 {
     /// rows.
     ///
     /// # Safety
-    /// The CPU has AVX2, FMA and F16C.
+    /// The CPU has AVX2, FMA and F16C; any lengths.
     #[target_feature(enable = "avx2,fma,f16c")]
     #[inline]
     pub unsafe fn axpy_rows_f16(y: &mut [f32], alphas: &[f32], rows: &[f16]) {
@@ -318,7 +345,7 @@ pub(crate) mod avx2 {
     /// [`axpy_rows`] for rows not a multiple of 64 wide: one [`axpy`] per row.
     ///
     /// # Safety
-    /// The CPU has AVX2, FMA and F16C.
+    /// The CPU has AVX2, FMA and F16C; any lengths.
     #[target_feature(enable = "avx2,fma,f16c")]
     #[inline(never)]
     unsafe fn axpy_rows_any_width(y: &mut [f32], alphas: &[f32], rows: &[f32]) {
@@ -330,7 +357,7 @@ pub(crate) mod avx2 {
     /// [`axpy_rows_f16`] for rows not a multiple of 64 wide.
     ///
     /// # Safety
-    /// The CPU has AVX2, FMA and F16C.
+    /// The CPU has AVX2, FMA and F16C; any lengths.
     #[target_feature(enable = "avx2,fma,f16c")]
     #[inline(never)]
     unsafe fn axpy_rows_any_width_f16(y: &mut [f32], alphas: &[f32], rows: &[f16]) {
@@ -339,13 +366,12 @@ pub(crate) mod avx2 {
         }
     }
 
-    /// The lanes' sum: `((l0+l4)+(l2+l6)) + ((l1+l5)+(l3+l7))`.
-    ///
-    /// # Safety
-    /// The CPU has AVX2, FMA and F16C.
+    /// The lanes' sum: `((l0+l4)+(l2+l6)) + ((l1+l5)+(l3+l7))`. It takes only
+    /// a register, so it is a safe `target_feature` function: code compiled
+    /// with these features calls it freely, other code only in `unsafe`.
     #[target_feature(enable = "avx2,fma,f16c")]
     #[inline]
-    pub(crate) unsafe fn horizontal_sum(v: __m256) -> f32 {
+    pub(crate) fn horizontal_sum(v: __m256) -> f32 {
         let hi = _mm256_extractf128_ps(v, 1);
         let lo = _mm256_castps256_ps128(v);
         let s = _mm_add_ps(hi, lo);

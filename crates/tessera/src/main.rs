@@ -50,6 +50,7 @@ enum Command {
 }
 
 fn main() -> ExitCode {
+    pin_candle();
     let cli = Cli::parse();
     init_logging(&cli.log);
     if let Some(threads) = cli.threads {
@@ -72,6 +73,17 @@ fn main() -> ExitCode {
             eprintln!("error: {error:#}");
             ExitCode::FAILURE
         }
+    }
+}
+
+/// Keep candle's own thread pool on one thread (see `tessera_model::parallel`:
+/// candle reads the variable at its first use, and the library only checks
+/// it). First thing in `main`, while this is the only thread, so no other
+/// thread can read the environment during the write. An explicit setting wins.
+fn pin_candle() {
+    let (name, value) = tessera_model::parallel::CANDLE_PIN;
+    if std::env::var_os(name).is_none() {
+        std::env::set_var(name, value);
     }
 }
 

@@ -59,7 +59,8 @@ macro_rules! attend_body {
                 let states = &mut partial[r * group * (dim + 2)..][..group * (dim + 2)];
                 for (g, state) in states.chunks_exact_mut(dim + 2).enumerate() {
                     let q_head = &heads_q[g * dim..(g + 1) * dim];
-                    // SAFETY: the AVX2 build runs only where AVX2, FMA and F16C exist.
+                    // SAFETY: a build's primitives need only the features the build
+                    // enables (its caller's contract) and take any lengths.
                     unsafe { $scores(q_head, &k_tile[..visible * dim], $scale, &mut scores[..visible]) };
                     // SAFETY: as above.
                     let tile_max = unsafe { $max(&scores[..visible]) };
@@ -97,7 +98,9 @@ macro_rules! attend_fn {
         /// One build of `attend_range`'s loop.
         ///
         /// # Safety
-        /// The CPU has the features the build enables (none for the portable builds).
+        /// The CPU has the features the build enables (none for the portable
+        /// builds). Nothing else: the loop reaches the pools, queries and
+        /// states through checked slices, and the primitives take any lengths.
         $(#[$attr])*
         #[allow(unused_unsafe, clippy::too_many_arguments)] // the portable builds' primitives are safe
         unsafe fn $name(
@@ -337,8 +340,8 @@ fn attend_range(
         Builds::Portable => (false, false),
     };
     // SAFETY: the AVX2 builds run only where AVX2, FMA and F16C exist, the
-    // AVX-512 builds only where AVX-512 F does too (checked); the portable
-    // builds have no requirement.
+    // AVX-512 builds only where AVX-512 F does too (checked), and the pair
+    // build only on heads it `covers`; the portable builds have no requirement.
     unsafe {
         match kv {
             #[cfg(target_arch = "x86_64")]
@@ -416,11 +419,12 @@ mod tile;
 pub(crate) fn exp_shifted(x: &[f32], shift: f32, out: &mut [f32]) {
     #[cfg(target_arch = "x86_64")]
     {
-        // SAFETY: each build runs only where its features are (checked).
         if simd::use_avx512() {
+            // SAFETY: the CPU has AVX2, FMA, F16C and AVX-512 F (checked); any lengths.
             return unsafe { tile::avx512::exp_shifted(x, shift, out) };
         }
         if simd::use_avx2() {
+            // SAFETY: the CPU has AVX2, FMA and F16C (checked); any lengths.
             return unsafe { tile::avx2::exp_shifted(x, shift, out) };
         }
     }

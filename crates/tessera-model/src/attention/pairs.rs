@@ -23,7 +23,9 @@ pub(super) fn covers(dim: usize) -> bool {
 /// See `attend_range`, for f16 K/V and a head size [`covers`] accepts.
 ///
 /// # Safety
-/// The CPU has AVX2, FMA, F16C and AVX-512 F; `covers(layout.head_dim)`.
+/// The CPU has AVX2, FMA, F16C and AVX-512 F, and `covers(layout.head_dim)`:
+/// the tiles read and write whole 64- or 128-wide heads through unchecked
+/// pointers. (Everything else is reached through checked slices.)
 #[target_feature(enable = "avx2,fma,f16c,avx512f")]
 #[allow(clippy::too_many_arguments)]
 pub(super) unsafe fn attend_f16(
@@ -45,7 +47,7 @@ pub(super) unsafe fn attend_f16(
         keys,
         values,
     };
-    // SAFETY: the caller's contract.
+    // SAFETY: the caller's contract; `D · 16` is the head size (64 or 128, `covers`).
     unsafe {
         match layout.head_dim {
             64 => tiles.run::<4>(partial),
@@ -69,7 +71,9 @@ impl Tiles<'_, '_> {
     /// The online softmax over the item's keys (`D`: registers of 16 per head).
     ///
     /// # Safety
-    /// As [`attend_f16`], and `D · 16 == layout.head_dim`.
+    /// The CPU has AVX2, FMA, F16C and AVX-512 F, and `D · 16 ==
+    /// layout.head_dim` (what [`Self::heads`] needs of the heads and states
+    /// it slices here).
     #[target_feature(enable = "avx2,fma,f16c,avx512f")]
     unsafe fn run<const D: usize>(&self, partial: &mut [f32]) {
         let (dim, bs) = (self.layout.head_dim, self.layout.block_size);
@@ -101,7 +105,9 @@ impl Tiles<'_, '_> {
                 while g < group {
                     let (k, v) = (&k_tile[..visible * dim], &v_tile[..visible * dim]);
                     let states = &mut states[g * (dim + 2)..];
-                    // SAFETY: the caller's contract; the slices hold `visible` rows.
+                    // SAFETY: the caller's contract; every query head and state slice holds
+                    // `dim = D · 16` floats (`+ 2`), and `k`, `v` hold `visible <= MAX_TILE`
+                    // rows of `dim` (`slots` is capped at `MAX_TILE`).
                     unsafe {
                         if g + 1 < group {
                             let (a, b) = states.split_at_mut(dim + 2);
@@ -139,7 +145,10 @@ impl Tiles<'_, '_> {
     /// One tile for `H` query heads: scores, online-softmax state, V rows.
     ///
     /// # Safety
-    /// As [`Self::run`]; `k` and `v` hold the same number of `D · 16`-wide rows (at most [`MAX_TILE`]).
+    /// The CPU has AVX2, FMA, F16C and AVX-512 F; each `q[h]` holds at least
+    /// `D · 16` floats and each state at least `2 + D · 16`; `k` holds at most
+    /// [`MAX_TILE`] rows of `D · 16` halves. (`v` should hold as many rows as
+    /// `k`; more than [`MAX_TILE`] would panic.)
     #[target_feature(enable = "avx2,fma,f16c,avx512f")]
     #[inline]
     unsafe fn heads<const H: usize, const D: usize>(
@@ -151,16 +160,17 @@ impl Tiles<'_, '_> {
     ) {
         let visible = k.len() / (D * 16);
         let mut scores = [[0f32; MAX_TILE]; H];
-        // SAFETY: the caller's contract.
+        // SAFETY: the caller's contract is `scaled_dots`' (queries of `D · 16`, at most
+        // `MAX_TILE` keys).
         unsafe { scaled_dots::<H, D>(q, k, self.scale, &mut scores) };
         let mut weights = [[0f32; MAX_TILE]; H];
         let mut rescales = [1f32; H];
         for h in 0..H {
             let state = &mut *states[h];
-            // SAFETY: the caller's contract.
+            // SAFETY: the features are enabled here; `max` takes any length.
             let tile_max = unsafe { super::tile::avx2::max(&scores[h][..visible]) };
             let new_max = state[0].max(tile_max);
-            // SAFETY: as above.
+            // SAFETY: as above (`exp_shifted` takes any lengths).
             unsafe { super::tile::avx512::exp_shifted(&scores[h][..visible], new_max, &mut weights[h][..visible]) };
             if state[0] != new_max {
                 rescales[h] = (state[0] - new_max).exp();
@@ -173,7 +183,7 @@ impl Tiles<'_, '_> {
                 state[1] += weight;
             }
         }
-        // SAFETY: as above.
+        // SAFETY: the caller's contract: each state holds `2 + D · 16` floats.
         unsafe { accumulate_rows::<H, D>(states, rescales, &weights, v) };
     }
 }
@@ -190,7 +200,9 @@ const H_MAX: usize = 2;
 /// `1 + 3`, then the two. Four keys at a time where possible.
 ///
 /// # Safety
-/// AVX2, FMA, F16C and AVX-512 F; each `q[h]` and each row of `k` is `D · 16` wide.
+/// The CPU has AVX2, FMA, F16C and AVX-512 F; each `q[h]` holds at least
+/// `D · 16` floats, and `k` (taken as rows of `D · 16` halves) holds at most
+/// [`MAX_TILE`] rows: four keys' scores are stored at a time, unchecked.
 #[target_feature(enable = "avx2,fma,f16c,avx512f")]
 #[inline]
 unsafe fn scaled_dots<const H: usize, const D: usize>(
@@ -206,10 +218,11 @@ unsafe fn scaled_dots<const H: usize, const D: usize>(
         let mut acc = [[_mm512_setzero_ps(); 4]; H];
         for d in 0..D {
             for j in 0..4 {
-                // SAFETY: row key + j holds `dim` halves and 16·d + 16 <= dim.
+                // SAFETY: row `key + j < keys = k.len() / dim` holds `dim` halves and
+                // 16·d + 16 <= dim.
                 let kv = unsafe { widen(k.as_ptr().add((key + j) * dim + 16 * d)) };
                 for h in 0..H {
-                    // SAFETY: q[h] holds `dim` floats.
+                    // SAFETY: q[h] holds at least `dim` floats (the caller's contract).
                     let qv = unsafe { _mm512_loadu_ps(q[h].as_ptr().add(16 * d)) };
                     acc[h][j] = _mm512_fmadd_ps(qv, kv, acc[h][j]);
                 }
@@ -217,7 +230,7 @@ unsafe fn scaled_dots<const H: usize, const D: usize>(
         }
         for h in 0..H {
             let sums = reduce_four([fold(acc[h][0]), fold(acc[h][1]), fold(acc[h][2]), fold(acc[h][3])]);
-            // SAFETY: key + 4 <= keys <= MAX_TILE.
+            // SAFETY: key + 4 <= keys <= MAX_TILE (the caller's contract).
             unsafe { _mm_storeu_ps(scores[h].as_mut_ptr().add(key), _mm_mul_ps(sums, _mm_set1_ps(scale))) };
         }
         key += 4;
@@ -234,8 +247,7 @@ unsafe fn scaled_dots<const H: usize, const D: usize>(
             }
         }
         for h in 0..H {
-            // SAFETY: the caller's contract (AVX2, FMA, F16C).
-            scores[h][key] = unsafe { crate::simd::avx2::horizontal_sum(fold(acc[h])) } * scale;
+            scores[h][key] = crate::simd::avx2::horizontal_sum(fold(acc[h])) * scale;
         }
         key += 1;
     }
@@ -244,11 +256,11 @@ unsafe fn scaled_dots<const H: usize, const D: usize>(
 /// 16 halves at `p`, widened.
 ///
 /// # Safety
-/// AVX-512 F; 16 readable halves at `p`.
+/// The CPU has AVX-512 F; `p` points at 16 readable `f16` (no alignment needed).
 #[target_feature(enable = "avx512f")]
 #[inline]
 unsafe fn widen(p: *const f16) -> __m512 {
-    // SAFETY: the caller's contract.
+    // SAFETY: an unaligned load of the caller's 16 readable halves (32 bytes).
     _mm512_cvtph_ps(unsafe { _mm256_loadu_si256(p.cast()) })
 }
 
@@ -275,8 +287,10 @@ fn reduce_four(v: [__m256; 4]) -> __m128 {
 /// arithmetic, both heads' accumulators in registers, each row widened once.
 ///
 /// # Safety
-/// AVX2, FMA, F16C and AVX-512 F; each state is `[max, sum, acc[D · 16]]`;
-/// `v` holds at most [`MAX_TILE`] rows of `D · 16` halves.
+/// The CPU has AVX2, FMA, F16C and AVX-512 F, and each state holds at least
+/// `2 + D · 16` floats (`[max, sum, acc[D · 16]]`: the accumulators are
+/// loaded and stored unchecked). (`v` is taken as rows of `D · 16` halves;
+/// more than [`MAX_TILE`] of them would panic.)
 #[target_feature(enable = "avx2,fma,f16c,avx512f")]
 #[inline]
 unsafe fn accumulate_rows<const H: usize, const D: usize>(
@@ -290,7 +304,8 @@ unsafe fn accumulate_rows<const H: usize, const D: usize>(
     for h in 0..H {
         let at = states[h][2..].as_ptr();
         for (d, lanes) in acc[h].iter_mut().enumerate() {
-            // SAFETY: the state holds `dim` accumulator floats.
+            // SAFETY: the state holds `2 + dim` floats (the caller's contract), and
+            // 16·d + 16 <= dim.
             *lanes = unsafe { _mm512_loadu_ps(at.add(16 * d)) };
             if rescales[h] != 1.0 {
                 *lanes = _mm512_mul_ps(*lanes, _mm512_set1_ps(rescales[h]));
@@ -300,7 +315,7 @@ unsafe fn accumulate_rows<const H: usize, const D: usize>(
     for (i, row) in v.chunks_exact(dim).enumerate() {
         let alphas: [__m512; H] = std::array::from_fn(|h| _mm512_set1_ps(weights[h][i]));
         for d in 0..D {
-            // SAFETY: the row holds `dim` halves.
+            // SAFETY: the row holds `dim` halves (`chunks_exact`), and 16·d + 16 <= dim.
             let x = unsafe { widen(row.as_ptr().add(16 * d)) };
             for h in 0..H {
                 acc[h][d] = _mm512_fmadd_ps(alphas[h], x, acc[h][d]);

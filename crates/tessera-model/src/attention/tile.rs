@@ -83,11 +83,17 @@ pub(super) mod avx2 {
             let mut acc1 = [_mm256_setzero_ps(); 4];
             let mut i = 0;
             while i < dim {
-                let (q0, q1) = (_mm256_loadu_ps(pq.add(i)), _mm256_loadu_ps(pq.add(i + 8)));
+                // SAFETY: `i + 16 <= dim` (a multiple of 16), and the query holds `dim` floats.
+                let (q0, q1) = unsafe { (_mm256_loadu_ps(pq.add(i)), _mm256_loadu_ps(pq.add(i + 8))) };
                 for key in 0..4 {
-                    let row = pk.add(key * dim + i);
-                    acc0[key] = _mm256_fmadd_ps(q0, $load(row), acc0[key]);
-                    acc1[key] = _mm256_fmadd_ps(q1, $load(row.add(8)), acc1[key]);
+                    // SAFETY: `pk` starts four whole rows of `dim` keys (the caller's
+                    // bound), and `i + 16 <= dim`.
+                    let (k0, k1) = unsafe {
+                        let row = pk.add(key * dim + i);
+                        ($load(row), $load(row.add(8)))
+                    };
+                    acc0[key] = _mm256_fmadd_ps(q0, k0, acc0[key]);
+                    acc1[key] = _mm256_fmadd_ps(q1, k1, acc1[key]);
                 }
                 i += 16;
             }
@@ -114,18 +120,23 @@ pub(super) mod avx2 {
             assert!(keys.len() >= batched * dim, "a K tile shorter than its scores");
             let mut key = 0;
             while key < batched {
-                let low = four_key_partials!(q.as_ptr(), keys.as_ptr().add(key * dim), dim, $load);
-                let high = four_key_partials!(q.as_ptr(), keys.as_ptr().add((key + 4) * dim), dim, $load);
+                // SAFETY: keys `key..key + 8` are `batched <= keys.len() / dim` whole rows
+                // in (asserted above), so both pointers start four rows inside `keys`.
+                let (first, second) = unsafe { (keys.as_ptr().add(key * dim), keys.as_ptr().add((key + 4) * dim)) };
+                let low = four_key_partials!(q.as_ptr(), first, dim, $load);
+                let high = four_key_partials!(q.as_ptr(), second, dim, $load);
                 let sums = _mm256_add_ps(
                     _mm256_shuffle_ps::<0x88>(low, high),
                     _mm256_shuffle_ps::<0xDD>(low, high),
                 );
                 let sums = _mm256_permutevar8x32_ps(sums, order);
-                _mm256_storeu_ps(out.as_mut_ptr().add(key), _mm256_mul_ps(sums, scale));
+                // SAFETY: `key + 8 <= batched <= out.len()`.
+                unsafe { _mm256_storeu_ps(out.as_mut_ptr().add(key), _mm256_mul_ps(sums, scale)) };
                 key += 8;
             }
             for (k, score) in out.iter_mut().enumerate().skip(batched) {
-                *score = $dot(q, &keys[k * dim..(k + 1) * dim]) * $scale;
+                // SAFETY: this function enables `$dot`'s features, and it takes any lengths.
+                *score = unsafe { $dot(q, &keys[k * dim..(k + 1) * dim]) } * $scale;
             }
         }};
     }
@@ -133,7 +144,9 @@ pub(super) mod avx2 {
     /// See [`super::scaled_dots`].
     ///
     /// # Safety
-    /// The CPU has AVX2, FMA and F16C.
+    /// The CPU has AVX2, FMA and F16C. (Any lengths: scores past the whole
+    /// keys in `keys` panic rather than read beyond it, and the batched path
+    /// asserts its rows.)
     #[target_feature(enable = "avx2,fma,f16c")]
     #[inline]
     pub unsafe fn scaled_dots(q: &[f32], keys: &[f32], scale: f32, out: &mut [f32]) {
@@ -143,7 +156,7 @@ pub(super) mod avx2 {
     /// See [`super::scaled_dots_f16`].
     ///
     /// # Safety
-    /// The CPU has AVX2, FMA and F16C.
+    /// As [`scaled_dots`].
     #[target_feature(enable = "avx2,fma,f16c")]
     #[inline]
     pub unsafe fn scaled_dots_f16(q: &[f32], keys: &[f16], scale: f32, out: &mut [f32]) {
@@ -155,7 +168,7 @@ pub(super) mod avx2 {
     /// a zero, which `x − max` does not see).
     ///
     /// # Safety
-    /// The CPU has AVX2.
+    /// The CPU has AVX2, FMA and F16C; any length.
     #[target_feature(enable = "avx2,fma,f16c")]
     #[inline]
     pub unsafe fn max(x: &[f32]) -> f32 {
@@ -163,7 +176,8 @@ pub(super) mod avx2 {
         let mut lanes = _mm256_set1_ps(f32::NEG_INFINITY);
         let mut i = 0;
         while i < whole {
-            lanes = _mm256_max_ps(lanes, _mm256_loadu_ps(x.as_ptr().add(i)));
+            // SAFETY: `i + 8 <= whole <= x.len()`.
+            lanes = _mm256_max_ps(lanes, unsafe { _mm256_loadu_ps(x.as_ptr().add(i)) });
             i += 8;
         }
         let half = _mm_max_ps(_mm256_castps256_ps128(lanes), _mm256_extractf128_ps::<1>(lanes));
@@ -194,13 +208,12 @@ pub(super) mod avx2 {
         TABLE.get_or_init(|| std::array::from_fn(|i| 2f64.powf(i as f64 / 32.0).to_bits() - ((i as u64) << 47)))
     }
 
-    /// `exp` of four floats widened to doubles, glibc's main path, rounded to float.
-    ///
-    /// # Safety
-    /// The CPU has AVX2 and FMA.
+    /// `exp` of four floats widened to doubles, glibc's main path, rounded to
+    /// float (a safe `target_feature` function: it takes registers and the
+    /// whole table, and reads nothing else).
     #[target_feature(enable = "avx2,fma,f16c")]
     #[inline]
-    unsafe fn exp4(x: __m128, table: &[u64; 32]) -> __m128 {
+    fn exp4(x: __m128, table: &[u64; 32]) -> __m128 {
         let xd = _mm256_cvtps_pd(x);
         let inv_ln2_n = _mm256_set1_pd(INV_LN2_N);
         let shift = _mm256_set1_pd(SHIFT);
@@ -213,7 +226,8 @@ pub(super) mod avx2 {
         let y = _mm256_fmadd_pd(r, _mm256_set1_pd(C2), _mm256_set1_pd(1.0));
         let y = _mm256_fmadd_pd(z, r2, y);
         let index = _mm256_and_si256(k, _mm256_set1_epi64x(31));
-        let entry = _mm256_i64gather_epi64::<8>(table.as_ptr().cast(), index);
+        // SAFETY: each index is `k & 31`, inside the 32 eight-byte entries of `table`.
+        let entry = unsafe { _mm256_i64gather_epi64::<8>(table.as_ptr().cast(), index) };
         let s = _mm256_castsi256_pd(_mm256_add_epi64(entry, _mm256_slli_epi64::<47>(k)));
         _mm256_cvtpd_ps(_mm256_mul_pd(y, s))
     }
@@ -221,12 +235,9 @@ pub(super) mod avx2 {
     /// `exp` of four floats as glibc answers it: the vector main path, its
     /// underflow answers blended in; the mask holds the lanes (overflow, NaN)
     /// the caller must ask libm for.
-    ///
-    /// # Safety
-    /// The CPU has AVX2 and FMA.
     #[target_feature(enable = "avx2,fma,f16c")]
     #[inline]
-    unsafe fn exp_group(v: __m128, table: &[u64; 32]) -> (__m128, i32) {
+    fn exp_group(v: __m128, table: &[u64; 32]) -> (__m128, i32) {
         let below_tiny = _mm_cmplt_ps(v, _mm_set1_ps(TINY_BELOW));
         let e = _mm_blendv_ps(exp4(v, table), _mm_set1_ps(f32::from_bits(1)), below_tiny);
         let e = _mm_andnot_ps(_mm_cmplt_ps(v, _mm_set1_ps(ZERO_BELOW)), e);
@@ -234,10 +245,10 @@ pub(super) mod avx2 {
         (e, rest)
     }
 
-    /// See [`super::exp_shifted`].
+    /// See [`super::exp_shifted`] (over the shorter slice's length).
     ///
     /// # Safety
-    /// The CPU has AVX2, FMA and F16C.
+    /// The CPU has AVX2, FMA and F16C; any lengths.
     #[target_feature(enable = "avx2,fma,f16c")]
     #[inline]
     pub unsafe fn exp_shifted(x: &[f32], shift: f32, out: &mut [f32]) {
@@ -248,15 +259,21 @@ pub(super) mod avx2 {
         while i < n {
             let lanes = (n - i).min(4);
             let rest = if lanes == 4 {
-                let (e, rest) = exp_group(_mm_sub_ps(_mm_loadu_ps(x.as_ptr().add(i)), minus), table);
-                _mm_storeu_ps(out.as_mut_ptr().add(i), e);
+                // SAFETY: `i + 4 <= n`, inside both slices.
+                let v = unsafe { _mm_loadu_ps(x.as_ptr().add(i)) };
+                let (e, rest) = exp_group(_mm_sub_ps(v, minus), table);
+                // SAFETY: as above.
+                unsafe { _mm_storeu_ps(out.as_mut_ptr().add(i), e) };
                 rest
             } else {
                 // A short last group runs on a padded copy.
                 let mut padded = [0f32; 4];
                 padded[..lanes].copy_from_slice(&x[i..i + lanes]);
-                let (e, rest) = exp_group(_mm_sub_ps(_mm_loadu_ps(padded.as_ptr()), minus), table);
-                _mm_storeu_ps(padded.as_mut_ptr(), e);
+                // SAFETY: `padded` holds four floats.
+                let v = unsafe { _mm_loadu_ps(padded.as_ptr()) };
+                let (e, rest) = exp_group(_mm_sub_ps(v, minus), table);
+                // SAFETY: as above.
+                unsafe { _mm_storeu_ps(padded.as_mut_ptr(), e) };
                 out[i..i + lanes].copy_from_slice(&padded[..lanes]);
                 rest
             };
@@ -283,23 +300,20 @@ pub(super) mod avx512 {
     struct Table([__m512i; 4]);
 
     /// The table, loaded.
-    ///
-    /// # Safety
-    /// The CPU has AVX-512 F.
     #[target_feature(enable = "avx2,fma,f16c,avx512f")]
     #[inline]
-    unsafe fn load_table() -> Table {
-        let entries = table().as_ptr();
-        Table(std::array::from_fn(|i| _mm512_loadu_si512(entries.add(8 * i).cast())))
+    fn load_table() -> Table {
+        let entries = table();
+        // SAFETY: register `i < 4` loads entries `8i..8i + 8` of the 32.
+        Table(std::array::from_fn(|i| unsafe {
+            _mm512_loadu_si512(entries[8 * i..].as_ptr().cast())
+        }))
     }
 
     /// `exp` of eight floats widened to doubles: glibc's main path, rounded to float.
-    ///
-    /// # Safety
-    /// The CPU has AVX-512 F.
     #[target_feature(enable = "avx2,fma,f16c,avx512f")]
     #[inline]
-    unsafe fn exp8(x: __m256, table: Table) -> __m256 {
+    fn exp8(x: __m256, table: Table) -> __m256 {
         let xd = _mm512_cvtps_pd(x);
         let inv_ln2_n = _mm512_set1_pd(INV_LN2_N);
         let shift = _mm512_set1_pd(SHIFT);
@@ -322,12 +336,9 @@ pub(super) mod avx512 {
     }
 
     /// `exp` of eight floats as glibc answers it (see `avx2::exp_group`).
-    ///
-    /// # Safety
-    /// The CPU has AVX2 and AVX-512 F.
     #[target_feature(enable = "avx2,fma,f16c,avx512f")]
     #[inline]
-    unsafe fn exp_group(v: __m256, table: Table) -> (__m256, i32) {
+    fn exp_group(v: __m256, table: Table) -> (__m256, i32) {
         let below_tiny = _mm256_cmp_ps::<_CMP_LT_OS>(v, _mm256_set1_ps(TINY_BELOW));
         let e = _mm256_blendv_ps(exp8(v, table), _mm256_set1_ps(f32::from_bits(1)), below_tiny);
         let e = _mm256_andnot_ps(_mm256_cmp_ps::<_CMP_LT_OS>(v, _mm256_set1_ps(ZERO_BELOW)), e);
@@ -335,10 +346,10 @@ pub(super) mod avx512 {
         (e, rest)
     }
 
-    /// See [`super::exp_shifted`].
+    /// See [`super::exp_shifted`] (over the shorter slice's length).
     ///
     /// # Safety
-    /// The CPU has AVX2, FMA, F16C and AVX-512 F.
+    /// The CPU has AVX2, FMA, F16C and AVX-512 F; any lengths.
     #[target_feature(enable = "avx2,fma,f16c,avx512f")]
     #[inline]
     pub unsafe fn exp_shifted(x: &[f32], shift: f32, out: &mut [f32]) {
@@ -349,15 +360,21 @@ pub(super) mod avx512 {
         while i < n {
             let lanes = (n - i).min(8);
             let rest = if lanes == 8 {
-                let (e, rest) = exp_group(_mm256_sub_ps(_mm256_loadu_ps(x.as_ptr().add(i)), minus), table);
-                _mm256_storeu_ps(out.as_mut_ptr().add(i), e);
+                // SAFETY: `i + 8 <= n`, inside both slices.
+                let v = unsafe { _mm256_loadu_ps(x.as_ptr().add(i)) };
+                let (e, rest) = exp_group(_mm256_sub_ps(v, minus), table);
+                // SAFETY: as above.
+                unsafe { _mm256_storeu_ps(out.as_mut_ptr().add(i), e) };
                 rest
             } else {
                 // A short last group runs on a padded copy.
                 let mut padded = [0f32; 8];
                 padded[..lanes].copy_from_slice(&x[i..i + lanes]);
-                let (e, rest) = exp_group(_mm256_sub_ps(_mm256_loadu_ps(padded.as_ptr()), minus), table);
-                _mm256_storeu_ps(padded.as_mut_ptr(), e);
+                // SAFETY: `padded` holds eight floats.
+                let v = unsafe { _mm256_loadu_ps(padded.as_ptr()) };
+                let (e, rest) = exp_group(_mm256_sub_ps(v, minus), table);
+                // SAFETY: as above.
+                unsafe { _mm256_storeu_ps(padded.as_mut_ptr(), e) };
                 out[i..i + lanes].copy_from_slice(&padded[..lanes]);
                 rest
             };
