@@ -127,7 +127,7 @@ fn prefix_reuse_copies_partial_blocks_on_the_device() {
             .unwrap(),
     );
     let (mut pool, mut kv) = common::cache_of(loaded, 2 * first.len() + second.len(), KvDtype::F16);
-    let baseline = pool.num_free();
+    let baseline = pool.num_allocatable();
     let mut run = |prompt: &[u32]| {
         let (mut seq, cached) = Sequence::start(
             Runtime {
@@ -158,7 +158,7 @@ fn prefix_reuse_copies_partial_blocks_on_the_device() {
     let cold = all_logits(loaded, &second, KvDtype::F16).pop().unwrap();
     assert_eq!(warm, cold, "a warm start gives the cold logits bit for bit");
     pool.check_invariants().unwrap();
-    assert_eq!(pool.num_free(), baseline, "every block is back (free or cached)");
+    assert_eq!(pool.num_allocatable(), baseline, "every block is back (free or cached)");
 }
 
 #[test]
@@ -248,5 +248,5 @@ fn a_model_refuses_a_cache_on_another_device() {
     assert!(matches!(error, ModelError::DeviceMismatch { .. }), "{error}");
     assert!(error.to_string().contains("candle-cpu"), "{error}");
     seq.release(&mut pool);
-    assert_eq!(pool.num_free(), pool.num_blocks());
+    assert_eq!(pool.num_allocatable(), pool.num_blocks());
 }

@@ -6,6 +6,12 @@
 //! ours adds whole blocks, as GGML's scalar reference does); Q2_K to Q6_K
 //! within 2% of Σ|w·x| (candle quantizes their activations per 256 values,
 //! ours per 32).
+//!
+//! The reference is candle's AVX2 code on every machine: `.cargo/config.toml`
+//! sets `MISTRALRS_FORCE_AVX2=1` for what cargo runs, since candle 0.11
+//! switches to repacked VNNI kernels with other arithmetic on CPUs with
+//! AVX-VNNI or AVX-512 VNNI; the block dot products (`k_quants::matmul`) are
+//! called directly.
 
 use candle_core::quantized::k_quants::{
     matmul, BlockQ2K, BlockQ3K, BlockQ4K, BlockQ4_0, BlockQ4_1, BlockQ5K, BlockQ5_0, BlockQ5_1, BlockQ6K, BlockQ8_0,

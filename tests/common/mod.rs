@@ -101,7 +101,7 @@ fn greedy_run(
             .unwrap();
     }
     seq.release(&mut pool);
-    assert_eq!(pool.num_free(), pool.num_blocks(), "pool back to baseline");
+    assert_eq!(pool.num_allocatable(), pool.num_blocks(), "pool back to baseline");
     out
 }
 

@@ -278,7 +278,11 @@ impl Agent<'_> {
         let mut records = Vec::new();
         let mut stop = None;
         for call in &complete {
-            let (result, ok, finished) = self.call(call, turn)?;
+            let CallOutcome {
+                observation: result,
+                ok,
+                finished,
+            } = self.call(call, turn)?;
             let result = self.within_budget(result, turn, &call.name);
             let todo = self.todo();
             self.context.push_observation(call, &result, todo.as_deref());
@@ -325,13 +329,13 @@ impl Agent<'_> {
         }
     }
 
-    /// One call: `(observation, ok, Some(summary) for finish)`.
-    fn call(&mut self, call: &ChatCall, turn: usize) -> Result<(String, bool, Option<String>), AgentError> {
+    /// Run one call under the policy.
+    fn call(&mut self, call: &ChatCall, turn: usize) -> Result<CallOutcome, AgentError> {
         let arguments = match parse_arguments(&call.arguments) {
             Ok(arguments) => arguments,
             Err(error) => {
                 self.after_call(&call.name, false);
-                return Ok((format!("error: {error}"), false, None));
+                return Ok(CallOutcome::failed(format!("error: {error}")));
             }
         };
         let allowed = self.policy.allowed();
@@ -348,7 +352,7 @@ impl Agent<'_> {
             );
             self.journal.record_call(turn, &call.name, &arguments, false, &error);
             self.after_call(&call.name, false);
-            return Ok((error, false, None));
+            return Ok(CallOutcome::failed(error));
         }
         if let (true, Err(error)) = (
             matches!(call.name.as_str(), "finish" | "create_plan"),
@@ -356,23 +360,29 @@ impl Agent<'_> {
         ) {
             let error = format!("error: {error}");
             self.journal.record_call(turn, &call.name, &arguments, false, &error);
-            return Ok((error, false, None));
+            return Ok(CallOutcome::failed(error));
         }
-        let (result, ok, finished) = match call.name.as_str() {
+        let outcome = match call.name.as_str() {
             "finish" => {
                 let summary = arguments["summary"].as_str().unwrap_or("").trim().to_string();
-                (format!("finished: {summary}"), true, Some(summary))
+                CallOutcome {
+                    observation: format!("finished: {summary}"),
+                    ok: true,
+                    finished: Some(summary),
+                }
             }
             "create_plan" => {
                 let goal = arguments["goal"].as_str().unwrap_or("").to_string();
-                (self.plan(&goal)?, true, None)
+                CallOutcome::succeeded(self.plan(&goal)?)
             }
             name => match self.toolbox.call(name, &arguments) {
-                Ok(text) => (text, true, None),
-                Err(error) => (format!("error: {error}"), false, None),
+                Ok(text) => CallOutcome::succeeded(text),
+                Err(error) => CallOutcome::failed(format!("error: {error}")),
             },
         };
-        self.journal.record_call(turn, &call.name, &arguments, ok, &result);
+        let ok = outcome.ok;
+        self.journal
+            .record_call(turn, &call.name, &arguments, ok, &outcome.observation);
         if !matches!(call.name.as_str(), "create_plan" | "finish") {
             self.after_call(&call.name, ok);
             let made = (call.name.clone(), arguments);
@@ -387,7 +397,7 @@ impl Agent<'_> {
         if call.name == "todo_write" && ok {
             self.todo_rewritten();
         }
-        Ok((result, ok, finished))
+        Ok(outcome)
     }
 
     /// The policy counts a call; a step left unticked past its calls is journaled.
@@ -491,6 +501,34 @@ impl Agent<'_> {
 /// `{}`, as OpenAI-compatible servers read it).
 fn is_finished_json(arguments: &str) -> bool {
     arguments.trim().is_empty() || serde_json::from_str::<Value>(arguments).is_ok()
+}
+
+/// What one call came to.
+struct CallOutcome {
+    /// The text the model reads as the call's result.
+    observation: String,
+    /// Whether the call did what it was asked.
+    ok: bool,
+    /// `finish`'s summary: the run ends after this call.
+    finished: Option<String>,
+}
+
+impl CallOutcome {
+    fn succeeded(observation: String) -> Self {
+        Self {
+            observation,
+            ok: true,
+            finished: None,
+        }
+    }
+
+    fn failed(observation: String) -> Self {
+        Self {
+            observation,
+            ok: false,
+            finished: None,
+        }
+    }
 }
 
 fn parse_arguments(text: &str) -> Result<Value, String> {

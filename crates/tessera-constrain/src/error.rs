@@ -29,6 +29,14 @@ pub enum ConstrainError {
     /// A tool choice that needs tools, with none defined.
     #[error("tool_choice `{0}` needs at least one tool")]
     NoTools(String),
+    /// A response format's schema cannot be used.
+    #[error("invalid response schema at {path}: {message}")]
+    InvalidResponseSchema {
+        /// JSON pointer to the offending part.
+        path: String,
+        /// What is wrong.
+        message: String,
+    },
     /// A tool's parameter schema cannot be used.
     #[error("tool `{tool}`: invalid parameters schema at {path}: {message}")]
     InvalidSchema {

@@ -9,7 +9,7 @@ use crate::call::{CallMachine, CallMode, CallState, Phase, ToolChoice};
 use crate::format::Envelope;
 use crate::json::{JsonState, Lex, Stacks};
 use crate::output::CallSyntax;
-use crate::tools::{AllowedNames, CompiledTools};
+use crate::tools::{AllowedNames, CompiledTools, ResponseSchema};
 use crate::vocab::{is_text_structural, Split, SHORT_TOKEN_BYTES};
 use crate::{ConstrainError, Vocabulary};
 use std::collections::HashMap;
@@ -184,16 +184,14 @@ impl ToolCallMatcher {
         Ok(matcher)
     }
 
-    /// A matcher for a response that is exactly one JSON value of `schema`'s
-    /// first tool's parameters (OpenAI's `response_format`), then end of turn.
-    pub fn json_value(schema: Arc<CompiledTools>) -> Result<Self, ConstrainError> {
-        let Some(&root) = schema.roots.first() else {
-            return Err(ConstrainError::NoTools("response_format".into()));
-        };
-        let allowed = AllowedNames::new(&schema, vec![0]);
-        Ok(Self {
+    /// A matcher for a response that is exactly one JSON value of `schema`
+    /// (OpenAI's `response_format`), then end of turn.
+    pub fn json_value(schema: &ResponseSchema) -> Self {
+        let root = schema.root;
+        let allowed = AllowedNames::new(&schema.compiled, vec![0]);
+        Self {
             envelope: Envelope::bare_value(),
-            tools: schema,
+            tools: schema.compiled.clone(),
             allowed,
             mode: CallMode::Required,
             parallel: false,
@@ -211,7 +209,7 @@ impl ToolCallMatcher {
             budget: BudgetMemo::default(),
             plan: Vec::new(),
             priced: HashMap::new(),
-        })
+        }
     }
 
     /// Whether the response is one JSON value rather than text and tool calls.

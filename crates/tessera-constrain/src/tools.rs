@@ -7,6 +7,7 @@ use crate::schema::{NodeId, SchemaArena, SchemaOptions};
 use crate::{AllowedTool, ConstrainError};
 use serde_json::Value;
 use std::hash::{Hash, Hasher};
+use std::sync::Arc;
 
 /// Longest tool name accepted.
 pub const MAX_NAME_LEN: usize = 64;
@@ -67,6 +68,55 @@ fn check_name(index: usize, name: &str) -> Result<(), ConstrainError> {
         return Err(invalid(format!("character {c:?} is outside [A-Za-z0-9_.-]")));
     }
     Ok(())
+}
+
+/// A response format's schema, compiled (OpenAI's `response_format`): the
+/// whole response is one JSON object obeying it. The automaton reads it as it
+/// reads a call's arguments, so it is compiled the same way, but it is its own
+/// type: never a tool set, never named as a tool.
+#[derive(Debug, Clone)]
+pub struct ResponseSchema {
+    pub(crate) compiled: Arc<CompiledTools>,
+    pub(crate) root: NodeId,
+}
+
+/// The entry a response schema is compiled as (not a tool: never in a prompt
+/// or a choice).
+const RESPONSE_ENTRY: &str = "response_format";
+
+impl ResponseSchema {
+    /// Compile `schema` (an object schema) as `options` say.
+    pub fn compile(schema: &Value, options: SchemaOptions) -> Result<Self, ConstrainError> {
+        let compiled = CompiledTools::compile_with(&[response_entry(schema)], options);
+        Self::from_compiled(compiled.map(Arc::new))
+    }
+
+    /// Keywords ignored under [`SchemaOptions::lenient`], each with its path.
+    pub fn warnings(&self) -> &[String] {
+        self.compiled.warnings()
+    }
+
+    fn from_compiled(compiled: Result<Arc<CompiledTools>, ConstrainError>) -> Result<Self, ConstrainError> {
+        let compiled = compiled.map_err(|error| match error {
+            ConstrainError::InvalidSchema { path, message, .. } => {
+                ConstrainError::InvalidResponseSchema { path, message }
+            }
+            other => other,
+        })?;
+        let root = *compiled
+            .roots
+            .first()
+            .ok_or_else(|| ConstrainError::NoTools(RESPONSE_ENTRY.into()))?;
+        Ok(Self { compiled, root })
+    }
+}
+
+fn response_entry(schema: &Value) -> ToolDef {
+    ToolDef {
+        name: RESPONSE_ENTRY.into(),
+        description: String::new(),
+        parameters: schema.clone(),
+    }
 }
 
 impl CompiledTools {
@@ -153,7 +203,7 @@ pub struct ToolSetCache {
     capacity: usize,
     options: SchemaOptions,
     /// (hash, the definitions, their compiled set), most recently used last.
-    sets: Vec<(u64, Vec<ToolDef>, std::sync::Arc<CompiledTools>)>,
+    sets: Vec<(u64, Vec<ToolDef>, Arc<CompiledTools>)>,
 }
 
 impl ToolSetCache {
@@ -173,7 +223,7 @@ impl ToolSetCache {
 
     /// The compiled set for `tools`, compiling it on a miss. A hit needs equal
     /// definitions, not only an equal hash (a crafted collision gets its own set).
-    pub fn get_or_compile(&mut self, tools: &[ToolDef]) -> Result<std::sync::Arc<CompiledTools>, ConstrainError> {
+    pub fn get_or_compile(&mut self, tools: &[ToolDef]) -> Result<Arc<CompiledTools>, ConstrainError> {
         let hash = tools_hash(tools);
         if let Some(at) = self.sets.iter().position(|(h, defs, _)| *h == hash && defs == tools) {
             let entry = self.sets.remove(at);
@@ -181,12 +231,18 @@ impl ToolSetCache {
             self.sets.push(entry);
             return Ok(set);
         }
-        let set = std::sync::Arc::new(CompiledTools::compile_with(tools, self.options)?);
+        let set = Arc::new(CompiledTools::compile_with(tools, self.options)?);
         if self.sets.len() == self.capacity {
             self.sets.remove(0);
         }
         self.sets.push((hash, tools.to_vec(), set.clone()));
         Ok(set)
+    }
+
+    /// The compiled response schema for `schema`, compiling it on a miss
+    /// (cached beside the tool sets).
+    pub fn get_or_compile_response(&mut self, schema: &Value) -> Result<ResponseSchema, ConstrainError> {
+        ResponseSchema::from_compiled(self.get_or_compile(&[response_entry(schema)]))
     }
 
     /// Number of sets held.

@@ -6,8 +6,8 @@
 use serde_json::{json, Value};
 use std::sync::Arc;
 use tessera_constrain::{
-    AllowedTool, CallFormat, CallMode, CompiledTools, ConstrainError, Envelope, SchemaOptions, ToolCallMatcher,
-    ToolChoice, ToolDef,
+    AllowedTool, CallFormat, CallMode, CompiledTools, ConstrainError, Envelope, ResponseSchema, SchemaOptions,
+    ToolCallMatcher, ToolChoice, ToolDef,
 };
 
 fn tool(name: &str, parameters: Value) -> ToolDef {
@@ -436,15 +436,13 @@ fn an_opener_that_is_a_special_token_is_read_as_that_token() {
 
 #[test]
 fn a_json_value_response_is_exactly_one_value_of_the_schema() {
-    let schema = Arc::new(
-        CompiledTools::compile(&[tool(
-            "response",
-            json!({"type": "object", "properties": {"city": {"type": "string"}, "n": {"type": "integer"}}, "required": ["city"], "additionalProperties": false}),
-        )])
-        .unwrap(),
-    );
+    let schema = ResponseSchema::compile(
+        &json!({"type": "object", "properties": {"city": {"type": "string"}, "n": {"type": "integer"}}, "required": ["city"], "additionalProperties": false}),
+        SchemaOptions::GENERATION,
+    )
+    .unwrap();
     let accepts = |text: &str| {
-        let mut matcher = ToolCallMatcher::json_value(schema.clone()).unwrap();
+        let mut matcher = ToolCallMatcher::json_value(&schema);
         assert!(matcher.is_json_value() && matcher.prefill().is_empty());
         matcher.advance_text(text) && matcher.is_accepting()
     };
@@ -454,6 +452,12 @@ fn a_json_value_response_is_exactly_one_value_of_the_schema() {
     assert!(!accepts(r#"Here: {"city": "Oslo"}"#), "no text around the value");
     assert!(!accepts(r#"{"city": "Oslo"} and more"#));
     assert!(!accepts(r#"{"city": "Os"#), "unfinished");
+    let not_an_object = ResponseSchema::compile(&json!({"type": "string"}), SchemaOptions::GENERATION).unwrap_err();
+    assert_eq!(
+        not_an_object.to_string(),
+        "invalid response schema at /: must be an object schema",
+        "a response format is not named as a tool"
+    );
 }
 
 #[test]

@@ -7,7 +7,8 @@
 use serde_json::{json, Value};
 use std::sync::Arc;
 use tessera_constrain::{
-    CallFormat, CallMode, CompiledTools, ConstrainError, Envelope, ToolCallMatcher, ToolChoice, ToolDef, MAX_DEPTH,
+    CallFormat, CallMode, CompiledTools, ConstrainError, Envelope, ResponseSchema, SchemaOptions, ToolCallMatcher,
+    ToolChoice, ToolDef, MAX_DEPTH,
 };
 
 fn tool(parameters: Value) -> ToolDef {
@@ -65,8 +66,8 @@ fn call_accepted(schema: &Value, arguments: &str) -> bool {
 
 /// Whether a `response_format` value is accepted to the end.
 fn value_accepted(schema: &Value, value: &str) -> bool {
-    let compiled = Arc::new(CompiledTools::compile(&[tool(schema.clone())]).unwrap());
-    let mut matcher = ToolCallMatcher::json_value(compiled).unwrap();
+    let compiled = ResponseSchema::compile(schema, SchemaOptions::GENERATION).unwrap();
+    let mut matcher = ToolCallMatcher::json_value(&compiled);
     matcher.advance_text(value) && matcher.is_accepting()
 }
 

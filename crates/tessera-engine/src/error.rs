@@ -26,8 +26,6 @@ pub enum Field {
     StopStringBytes,
     /// The tool constraint (its tools and choice).
     ToolChoice,
-    /// The JSON response format.
-    ResponseFormat,
     /// A sampling parameter, by the name `tessera-sample` checks it under
     /// (`temperature`, `top_p`, …: the same as the request field).
     Sampling(&'static str),
@@ -43,7 +41,6 @@ impl fmt::Display for Field {
             Field::Stop => "stop",
             Field::StopStringBytes => "stop string bytes",
             Field::ToolChoice => "tool_choice",
-            Field::ResponseFormat => "response_format",
             Field::Sampling(name) => name,
         })
     }

@@ -169,12 +169,7 @@ impl EngineHandle {
     fn constrain(&self, request: &mut GenerateRequest) -> Result<Option<ToolCallMatcher>, EngineError> {
         let matcher = match &request.constraint {
             None => return Ok(None),
-            Some(Constraint::Json(schema)) => {
-                ToolCallMatcher::json_value(schema.clone()).map_err(|error| EngineError::Invalid {
-                    field: Field::ResponseFormat,
-                    message: error.to_string(),
-                })?
-            }
+            Some(Constraint::Json(schema)) => ToolCallMatcher::json_value(schema),
             Some(Constraint::Tools(constraint)) => {
                 ToolCallMatcher::new(constraint.tools.clone(), &constraint.choice, &self.shared.envelope).map_err(
                     |error| EngineError::Invalid {

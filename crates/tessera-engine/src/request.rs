@@ -2,7 +2,7 @@
 
 use std::sync::Arc;
 use std::time::Duration;
-use tessera_constrain::{CompiledTools, ParsedResponse, ToolChoice};
+use tessera_constrain::{CompiledTools, ParsedResponse, ResponseSchema, ToolChoice};
 use tessera_sample::SamplingParams;
 
 /// Constrain a response to the tool-call format: which tools, and how they may be called.
@@ -21,7 +21,7 @@ pub enum Constraint {
     /// (end-of-turn tokens then always end generation).
     Tools(ToolConstraint),
     /// One JSON value of the first tool's parameters schema (a response format).
-    Json(Arc<CompiledTools>),
+    Json(ResponseSchema),
 }
 
 /// A generation request over already-tokenized input.

@@ -64,7 +64,7 @@ impl BlockTable {
     /// too few free blocks, so a caller can preempt or wait instead of failing.
     pub fn grow(&mut self, pool: &mut BlockPool, num_tokens: usize) -> bool {
         let needed = self.blocks_needed(num_tokens, pool.block_size());
-        if needed > pool.num_free() {
+        if needed > pool.num_allocatable() {
             return false;
         }
         for _ in 0..needed {
@@ -137,7 +137,7 @@ mod tests {
         assert_eq!(slot.offset, 1);
         assert_eq!(table.slot(6, 4), None);
         table.release(&mut pool).unwrap();
-        assert_eq!(pool.num_free(), 4);
+        assert_eq!(pool.num_allocatable(), 4);
     }
 
     #[test]
@@ -145,7 +145,7 @@ mod tests {
         let mut pool = BlockPool::new(2, 4);
         let mut table = BlockTable::new();
         assert!(!table.grow(&mut pool, 9)); // needs 3 blocks
-        assert_eq!(pool.num_free(), 2);
+        assert_eq!(pool.num_allocatable(), 2);
         assert_eq!(table.num_tokens(), 0);
     }
 
@@ -160,7 +160,7 @@ mod tests {
         first.release(&mut pool).unwrap();
         assert_eq!(pool.ref_count(second.blocks()[0]), 1);
         second.release(&mut pool).unwrap();
-        assert_eq!(pool.num_free(), 3);
+        assert_eq!(pool.num_allocatable(), 3);
         pool.check_invariants().unwrap();
     }
 }

@@ -120,7 +120,7 @@ impl BlockPool {
     }
 
     /// Blocks an allocation can take now: free plus cached (evictable).
-    pub fn num_free(&self) -> usize {
+    pub fn num_allocatable(&self) -> usize {
         self.free.len() + self.lru.len()
     }
 

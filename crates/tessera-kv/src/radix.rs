@@ -13,6 +13,10 @@
 //! not in the hash map). Tails are only ever read by partial hits, which copy
 //! their first rows; they are what lets the next turn of an agent reuse the
 //! last few tokens of the previous one instead of rounding down to a block.
+//!
+//! Why a tree and not vLLM's chain of block hashes: a token-granular hit needs
+//! the children of the last matched block, which a tree has at hand; a chain
+//! would need a second parent → children map.
 
 use crate::BlockId;
 use std::collections::HashMap;

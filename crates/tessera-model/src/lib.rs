@@ -12,11 +12,11 @@
 
 pub mod attention;
 mod batch;
-mod compute;
 mod config;
 pub mod device;
 mod error;
 mod gguf;
+mod host;
 mod kv_cache;
 mod kv_persist;
 mod layers;
@@ -35,13 +35,13 @@ mod tokenizer;
 mod weights;
 
 pub use batch::{Logits, LogitsFor, SeqInput};
-pub use compute::Model;
 pub use config::{Architecture, ModelConfig};
 pub use device::{DeviceError, DeviceSpec};
 pub use error::{ModelError, Result};
 pub use gguf::GgufSource;
 pub use kv_cache::{KvCache, KvDtype, KvLayout, LayerKv};
 pub use kv_persist::{load_prefix_cache, model_fingerprint, save_prefix_cache, PersistError};
+pub use model::Model;
 pub use safetensors::HfDir;
 pub use sequence::{Runtime, Sequence};
 pub use shipped::{default_model, shipped_model, ShippedModel, SHIPPED_MODELS};

@@ -15,7 +15,9 @@
 //!
 //! candle's own barrier pool (its CPU ops and quantized matmuls) must stay on
 //! one thread so it never spins beside ours: two spinning pools made decode
-//! ~3× slower on 2 cores (see ARCHITECTURE.md). candle 0.11 sizes that pool
+//! ~3× slower on 2 cores, and beside a CPU hog candle's spin-waiting pool
+//! dropped decode from 37.7 tok/s (1 thread) to 14.3 (2 threads) where ours
+//! holds 24 (measured on the 2-core machines). candle 0.11 sizes that pool
 //! once, at its first use, from `CANDLE_NUM_THREADS` (else `RAYON_NUM_THREADS`,
 //! else the physical cores) and offers no API to size it. This library never
 //! writes the environment: `set_var` races with every thread that reads it,

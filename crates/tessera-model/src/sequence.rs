@@ -115,7 +115,7 @@ impl Sequence {
     /// the slack in the table's last block plus every allocatable block.
     pub fn room(&self, pool: &BlockPool) -> usize {
         let capacity = self.table.blocks().len() * pool.block_size();
-        capacity.saturating_sub(self.len()) + pool.num_free() * pool.block_size()
+        capacity.saturating_sub(self.len()) + pool.num_allocatable() * pool.block_size()
     }
 
     /// This sequence's forward input for `tokens`, which follow what is cached

@@ -1,11 +1,11 @@
 //! Building a [`Model`] from any weight source (GGUF or safetensors) through
 //! one table of checkpoint names per format.
 
-use crate::compute::Model;
 use crate::device::{DeviceModel, DeviceSpec};
+use crate::host::Block;
 use crate::layers::{Embedding, Linear, RmsNorm};
 use crate::matrix::Matrix;
-use crate::model::Block;
+use crate::model::Model;
 use crate::{ModelConfig, ModelError, Result};
 use candle_core::quantized::QTensor;
 use candle_core::{DType, Tensor};

@@ -33,7 +33,6 @@ impl Endpoint {
             Field::MaxTokens => "max_tokens",
             Field::Stop | Field::StopStringBytes => "stop",
             Field::ToolChoice => "tool_choice",
-            Field::ResponseFormat => "response_format",
             Field::Sampling(name) => name,
         }
     }

@@ -11,7 +11,7 @@ use crate::OpenAi;
 use crate::OpenAiError;
 use serde_json::json;
 use std::sync::Arc;
-use tessera_constrain::{AllowedTool, CallMode, CompiledTools, ConstrainError, ToolChoice, ToolDef};
+use tessera_constrain::{AllowedTool, CallMode, ConstrainError, ResponseSchema, ToolChoice, ToolDef};
 use tessera_engine::{Constraint, Field, GenerateRequest, ToolConstraint};
 use tessera_sample::SamplingParams;
 
@@ -54,9 +54,9 @@ pub fn chat_job(state: &OpenAi, body: ChatRequest, session: Option<String>) -> R
     let response_schema = response_schema(state, body.response_format.as_ref())?;
     let schema_warnings: Vec<String> = tools
         .iter()
-        .map(|t| &t.tools)
-        .chain(&response_schema)
-        .flat_map(|compiled| compiled.warnings().iter().cloned())
+        .map(|t| t.tools.warnings())
+        .chain(response_schema.iter().map(ResponseSchema::warnings))
+        .flat_map(|warnings| warnings.iter().cloned())
         .collect();
     let requested = body.max_completion_tokens.or(body.max_tokens);
     let max_tokens = max_tokens(state, Endpoint::Chat, prompt.len(), requested)?;
@@ -306,7 +306,7 @@ fn parse_choice_object(object: &ToolChoiceObject) -> Result<ToolChoice, OpenAiEr
 }
 
 /// `json_object` = any object; `json_schema` = its schema, through the same automaton.
-fn response_schema(state: &OpenAi, format: Option<&ResponseFormat>) -> Result<Option<Arc<CompiledTools>>, OpenAiError> {
+fn response_schema(state: &OpenAi, format: Option<&ResponseFormat>) -> Result<Option<ResponseSchema>, OpenAiError> {
     let Some(format) = format else {
         return Ok(None);
     };
@@ -327,20 +327,15 @@ fn response_schema(state: &OpenAi, format: Option<&ResponseFormat>) -> Result<Op
             (schema, "response_format.json_schema.schema")
         }
     };
-    let def = ToolDef {
-        name: "response".into(),
-        description: String::new(),
-        parameters: schema,
-    };
     state
         .tool_sets
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner)
-        .get_or_compile(&[def])
+        .get_or_compile_response(&schema)
         .map(Some)
         .map_err(|error| {
             let param = match &error {
-                ConstrainError::InvalidSchema { path, .. } => format!("{param}{}", pointer_as_field_path(path)),
+                ConstrainError::InvalidResponseSchema { path, .. } => format!("{param}{}", pointer_as_field_path(path)),
                 _ => param.to_string(),
             };
             OpenAiError::invalid(param, error.to_string())

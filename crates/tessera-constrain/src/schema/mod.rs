@@ -348,7 +348,7 @@ impl SchemaArena {
             return Err(ConstrainError::InvalidSchema {
                 tool: tool.to_string(),
                 path: "/".into(),
-                message: "the parameters of a tool must be an object schema".into(),
+                message: "must be an object schema".into(),
             });
         }
         Ok(object)

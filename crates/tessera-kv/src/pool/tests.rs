@@ -20,9 +20,9 @@ fn shared_block_is_freed_by_its_last_release() {
     pool.retain(block).unwrap();
     assert_eq!(pool.ref_count(block), 2);
     pool.release(block).unwrap();
-    assert_eq!(pool.num_free(), 1);
+    assert_eq!(pool.num_allocatable(), 1);
     pool.release(block).unwrap();
-    assert_eq!(pool.num_free(), 2);
+    assert_eq!(pool.num_allocatable(), 2);
     pool.check_invariants().unwrap();
 }
 

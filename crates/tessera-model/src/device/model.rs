@@ -1,5 +1,5 @@
 //! The decoder as candle operations on a device: the same blocks as
-//! [`crate::model`] (RMSNorm → q/k/v → RoPE → cache write → paged attention →
+//! [`crate::host`] (RMSNorm → q/k/v → RoPE → cache write → paged attention →
 //! o_proj → residual → RMSNorm → SwiGLU MLP → residual), with candle's
 //! quantized matmuls (CUDA/Metal kernels on a GPU) and Tessera's two cache
 //! kernels as custom ops. On `Device::Cpu` it runs the kernels' Rust contract,
