@@ -4,8 +4,6 @@
 //! prefix cache serves ≥ 90 % of prompt tokens from turn 2 on, and the KV
 //! pool is back to its baseline afterwards.
 
-mod common;
-
 use serde_json::Value;
 use std::collections::HashMap;
 use std::path::Path;
@@ -18,8 +16,11 @@ use tessera_engine::{EngineConfig, EngineHandle};
 use tessera_model::LoadOptions;
 
 fn engine() -> EngineHandle {
-    EngineHandle::start(common::load(&LoadOptions::default()), EngineConfig::for_tokens(16384))
-        .expect("starting the engine")
+    EngineHandle::start(
+        crate::common::load(&LoadOptions::default()),
+        EngineConfig::for_tokens(16384),
+    )
+    .expect("starting the engine")
 }
 
 fn workspace(files: &[(&str, &str)]) -> tempfile::TempDir {

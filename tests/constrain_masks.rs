@@ -2,8 +2,6 @@
 //! valid calls (and random detours the mask allows), the trie-walk mask equals
 //! a brute-force check of every token's bytes against the automaton.
 
-mod common;
-
 use serde_json::json;
 use std::sync::Arc;
 use tessera_constrain::{
@@ -11,7 +9,7 @@ use tessera_constrain::{
 };
 
 fn vocabulary() -> Vocabulary {
-    let tokenizer = &common::model().tokenizer;
+    let tokenizer = &crate::common::model().tokenizer;
     Vocabulary::new(&tokenizer.token_bytes(), tokenizer.stop_ids())
 }
 
@@ -80,7 +78,7 @@ fn walk(choice: ToolChoice, text: &str, seed: u64) -> usize {
 /// state; every fifth step, check a random allowed detour's next state too.
 fn walk_in(envelope: &Envelope, choice: ToolChoice, text: &str, seed: u64) -> usize {
     let vocab = vocabulary();
-    let tokenizer = &common::model().tokenizer;
+    let tokenizer = &crate::common::model().tokenizer;
     let mut matcher = ToolCallMatcher::new(tools(), &choice, envelope).unwrap();
     let body = text
         .strip_prefix(matcher.prefill())
@@ -178,7 +176,7 @@ fn none_mode_masks_are_exact_and_never_complete_the_opener() {
     let mut matcher = ToolCallMatcher::new(tools(), &choice(CallMode::None, None, false), &hermes()).unwrap();
     assert!(matcher.advance_text("<tool_call"));
     let mask = matcher.compute_mask(&vocab);
-    let tokenizer = &common::model().tokenizer;
+    let tokenizer = &crate::common::model().tokenizer;
     let close = tokenizer.encode(">").unwrap()[0];
     assert!(!mask.is_allowed(close), "`>` would complete the opener");
 }

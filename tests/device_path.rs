@@ -6,8 +6,6 @@
 //! path restores (one file format for every device). The CUDA kernels
 //! themselves run only on a GPU: `scripts/gpu-check.sh`.
 
-mod common;
-
 use std::sync::OnceLock;
 use tessera_model::{
     load_prefix_cache, save_prefix_cache, DeviceSpec, KvDtype, LoadOptions, LoadedModel, LogitsFor, ModelError,
@@ -18,7 +16,7 @@ use tessera_model::{
 fn device_model() -> &'static LoadedModel {
     static MODEL: OnceLock<LoadedModel> = OnceLock::new();
     MODEL.get_or_init(|| {
-        common::load(&LoadOptions {
+        crate::common::load(&LoadOptions {
             device: DeviceSpec::CandleCpu,
             ..LoadOptions::default()
         })
@@ -27,7 +25,7 @@ fn device_model() -> &'static LoadedModel {
 
 /// Logits of every prompt position, computed in chunks of 16 from an empty cache.
 fn all_logits(loaded: &LoadedModel, prompt: &[u32], dtype: KvDtype) -> Vec<Vec<f32>> {
-    let (mut pool, mut kv) = common::cache_of(loaded, prompt.len(), dtype);
+    let (mut pool, mut kv) = crate::common::cache_of(loaded, prompt.len(), dtype);
     let model = &loaded.model;
     let mut seq = Sequence::new();
     let logits = seq
@@ -53,21 +51,24 @@ fn compare(host: &[Vec<f32>], device: &[Vec<f32>]) -> (f32, usize) {
         let diff = h.iter().zip(d).map(|(a, b)| (a - b).abs()).fold(0f32, f32::max);
         (
             worst.max(diff),
-            agree + usize::from(common::argmax(h) == common::argmax(d)),
+            agree + usize::from(crate::common::argmax(h) == crate::common::argmax(d)),
         )
     })
 }
 
 #[test]
 fn the_device_path_gives_the_cpu_paths_logits() {
-    let prompt = common::model().tokenizer.encode(&common::long_prompt()).unwrap();
+    let prompt = crate::common::model()
+        .tokenizer
+        .encode(&crate::common::long_prompt())
+        .unwrap();
     assert!(prompt.len() > 300, "the prompt spans two attention partitions");
     assert_eq!(device_model().model.device(), DeviceSpec::CandleCpu);
     // Dense weights: plain f32 arithmetic on both paths, so close logits and every
     // argmax. With f16 K/V a last-bit difference can round a K/V element to the
     // neighbouring f16 (a relative 1e-3 step), hence the looser bound (as against candle).
     let dense = |device| {
-        common::load(&LoadOptions {
+        crate::common::load(&LoadOptions {
             dequantize: true,
             device,
             ..LoadOptions::default()
@@ -87,7 +88,7 @@ fn the_device_path_gives_the_cpu_paths_logits() {
     // every matmul, so a last-bit difference in an attention sum can become a whole
     // quantization step; agreement is statistical, as against candle's own llama.
     for dtype in [KvDtype::F32, KvDtype::F16] {
-        let host = all_logits(common::model(), &prompt, dtype);
+        let host = all_logits(crate::common::model(), &prompt, dtype);
         let (worst, agree) = compare(&host, &all_logits(device_model(), &prompt, dtype));
         eprintln!(
             "Q4_1, {dtype} K/V: max |Δlogit| {worst:.2e}, argmax agrees at {agree}/{}",
@@ -103,12 +104,12 @@ fn the_device_path_gives_the_cpu_paths_logits() {
 
 #[test]
 fn the_device_path_generates_the_cpu_paths_greedy_tokens() {
-    let prompt = common::model()
+    let prompt = crate::common::model()
         .tokenizer
-        .encode(&common::chat_prompt("What is the capital of France?"))
+        .encode(&crate::common::chat_prompt("What is the capital of France?"))
         .unwrap();
-    let host = common::greedy(common::model(), &prompt, 24);
-    let device = common::greedy(device_model(), &prompt, 24);
+    let host = crate::common::greedy(crate::common::model(), &prompt, 24);
+    let device = crate::common::greedy(device_model(), &prompt, 24);
     assert_eq!(host, device);
 }
 
@@ -116,7 +117,7 @@ fn the_device_path_generates_the_cpu_paths_greedy_tokens() {
 fn prefix_reuse_copies_partial_blocks_on_the_device() {
     let loaded = device_model();
     let model = &loaded.model;
-    let first = loaded.tokenizer.encode(&common::long_prompt()).unwrap();
+    let first = loaded.tokenizer.encode(&crate::common::long_prompt()).unwrap();
     // Shares a prefix ending 5 tokens into a block: full blocks plus a copy-on-write.
     let shared = (first.len() / 16 - 1) * 16 + 5;
     let mut second = first[..shared].to_vec();
@@ -126,7 +127,7 @@ fn prefix_reuse_copies_partial_blocks_on_the_device() {
             .encode(" And now for something else entirely.")
             .unwrap(),
     );
-    let (mut pool, mut kv) = common::cache_of(loaded, 2 * first.len() + second.len(), KvDtype::F16);
+    let (mut pool, mut kv) = crate::common::cache_of(loaded, 2 * first.len() + second.len(), KvDtype::F16);
     let baseline = pool.num_allocatable();
     let mut run = |prompt: &[u32]| {
         let (mut seq, cached) = Sequence::start(
@@ -163,13 +164,16 @@ fn prefix_reuse_copies_partial_blocks_on_the_device() {
 
 #[test]
 fn a_prefix_cache_saved_from_device_pools_restores_on_the_cpu() {
-    let prompt = common::model().tokenizer.encode(&common::long_prompt()).unwrap();
+    let prompt = crate::common::model()
+        .tokenizer
+        .encode(&crate::common::long_prompt())
+        .unwrap();
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("prefix.cache");
-    let fingerprint = tessera_model::model_fingerprint(&common::model_path()).unwrap();
-    let (device, host) = (device_model(), common::model());
+    let fingerprint = tessera_model::model_fingerprint(&crate::common::model_path()).unwrap();
+    let (device, host) = (device_model(), crate::common::model());
 
-    let (mut pool, mut kv) = common::cache_of(device, 800, KvDtype::F16);
+    let (mut pool, mut kv) = crate::common::cache_of(device, 800, KvDtype::F16);
     let mut seq = Sequence::new();
     let runtime = Runtime {
         model: &device.model,
@@ -181,7 +185,7 @@ fn a_prefix_cache_saved_from_device_pools_restores_on_the_cpu() {
     let saved = save_prefix_cache(&file, &pool, &kv, &fingerprint).unwrap();
     assert_eq!(saved, prompt.len().div_ceil(16));
 
-    let (mut host_pool, mut host_kv) = common::cache_of(host, 800, KvDtype::F16);
+    let (mut host_pool, mut host_kv) = crate::common::cache_of(host, 800, KvDtype::F16);
     assert_eq!(
         load_prefix_cache(&file, &mut host_pool, &mut host_kv, &fingerprint).unwrap(),
         saved
@@ -232,7 +236,7 @@ fn a_prefix_cache_saved_from_device_pools_restores_on_the_cpu() {
 
 #[test]
 fn a_model_refuses_a_cache_on_another_device() {
-    let (mut pool, mut kv) = common::cache_of(common::model(), 64, KvDtype::F16);
+    let (mut pool, mut kv) = crate::common::cache_of(crate::common::model(), 64, KvDtype::F16);
     let mut seq = Sequence::new();
     let result = seq.feed(
         Runtime {

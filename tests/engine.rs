@@ -4,9 +4,7 @@
 //! a dropped stream frees its blocks, bad requests get typed errors, and the
 //! pool is back to baseline after every test.
 
-mod common;
-
-use common::{chat_prompt, greedy, long_prompt, model};
+use crate::common::{chat_prompt, greedy, long_prompt, model};
 use std::time::{Duration, Instant};
 use tessera_engine::{
     EngineConfig, EngineError, EngineHandle, EngineMetrics, Event, Field, FinishReason, GenerateRequest,
@@ -15,7 +13,7 @@ use tessera_model::{KvDtype, LoadOptions};
 use tessera_sample::SamplingParams;
 
 fn start(config: EngineConfig) -> EngineHandle {
-    EngineHandle::start(common::load(&LoadOptions::default()), config).expect("starting the engine")
+    EngineHandle::start(crate::common::load(&LoadOptions::default()), config).expect("starting the engine")
 }
 
 fn encode(text: &str) -> Vec<u32> {
@@ -192,7 +190,7 @@ fn preemption_under_block_pressure_changes_nothing() {
     let streams: Vec<_> = prompts.iter().map(|p| engine.submit(request(p)).unwrap()).collect();
     for (prompt, stream) in prompts.iter().zip(streams) {
         let output = stream.wait().unwrap();
-        let reference = common::greedy_ignoring_eos(model(), prompt, 60);
+        let reference = crate::common::greedy_ignoring_eos(model(), prompt, 60);
         assert_eq!(output.tokens, reference, "prompt of {} tokens", prompt.len());
     }
     let metrics = assert_baseline(&engine);
@@ -339,7 +337,7 @@ fn bad_requests_get_typed_errors() {
 fn the_prefix_cache_survives_a_restart() {
     let dir = std::env::temp_dir().join(format!("tessera-engine-persist-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
-    let fingerprint = tessera_model::model_fingerprint(&common::model_path()).unwrap();
+    let fingerprint = tessera_model::model_fingerprint(&crate::common::model_path()).unwrap();
     let config = EngineConfig {
         kv_cache_dir: Some(dir.clone()),
         model_fingerprint: Some(fingerprint),

@@ -5,9 +5,7 @@
 //! request that finishes must equal the single-sequence greedy run, and at the
 //! end nothing may leak: no referenced block, every request accounted for.
 
-mod common;
-
-use common::tiny::{write_tiny_model, Family, VOCAB};
+use crate::common::tiny::{write_tiny_model, Family, VOCAB};
 use std::time::{Duration, Instant};
 use tessera_engine::{EngineConfig, EngineHandle, Event, EventStream, GenerateRequest};
 use tessera_model::{LoadOptions, LoadedModel, ModelLocation};
@@ -66,7 +64,7 @@ fn pump(flight: &mut InFlight, reference: &LoadedModel, finished: &mut usize) ->
         }
         Some(Event::Finished(completion)) => {
             assert_eq!(completion.usage.completion_tokens, flight.max_tokens);
-            let expected = common::greedy_ignoring_eos(reference, &flight.prompt, flight.max_tokens);
+            let expected = crate::common::greedy_ignoring_eos(reference, &flight.prompt, flight.max_tokens);
             assert_eq!(flight.received, expected, "prompt {:?}", flight.prompt);
             *finished += 1;
             true

@@ -2,22 +2,20 @@
 //! fresh pool and cache, a previously seen prefix is a hit with the cold logits;
 //! a file for another model, another layout, element type or format version, or a damaged one is refused.
 
-mod common;
-
 use tessera_model::{load_prefix_cache, save_prefix_cache, LogitsFor, PersistError, Runtime, Sequence};
 
 #[test]
 fn a_restored_cache_answers_warm_with_the_cold_logits() {
-    let loaded = common::model();
+    let loaded = crate::common::model();
     let model = &loaded.model;
-    let base = loaded.tokenizer.encode(&common::long_prompt()).unwrap();
+    let base = loaded.tokenizer.encode(&crate::common::long_prompt()).unwrap();
     let dir = std::env::temp_dir().join(format!("tessera-persist-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let file = dir.join("prefix.cache");
-    let fingerprint = tessera_model::model_fingerprint(&common::model_path()).unwrap();
+    let fingerprint = tessera_model::model_fingerprint(&crate::common::model_path()).unwrap();
 
     // First "process": run the prompt, finish, save.
-    let (mut pool, mut kv) = common::cache_for(loaded, 800);
+    let (mut pool, mut kv) = crate::common::cache_for(loaded, 800);
     let (mut seq, _) = Sequence::start(
         Runtime {
             model,
@@ -48,7 +46,7 @@ fn a_restored_cache_answers_warm_with_the_cold_logits() {
     );
 
     // Second "process": fresh pool and cache, restore, run the same prompt.
-    let (mut pool, mut kv) = common::cache_for(loaded, 800);
+    let (mut pool, mut kv) = crate::common::cache_for(loaded, 800);
     let restored = load_prefix_cache(&file, &mut pool, &mut kv, &fingerprint).unwrap();
     assert_eq!(restored, saved);
     pool.check_invariants().unwrap();
@@ -85,7 +83,7 @@ fn a_restored_cache_answers_warm_with_the_cold_logits() {
     seq.release(&mut pool);
 
     // Refusals: another model, another layout, damage, truncation.
-    let (mut pool, mut kv) = common::cache_for(loaded, 800);
+    let (mut pool, mut kv) = crate::common::cache_for(loaded, 800);
     let error = load_prefix_cache(&file, &mut pool, &mut kv, "another-model").unwrap_err();
     assert!(matches!(error, PersistError::Mismatch(_)), "{error}");
     let mut other_layout =
@@ -93,7 +91,7 @@ fn a_restored_cache_answers_warm_with_the_cold_logits() {
     let mut other_pool = tessera_kv::BlockPool::new(40, 8);
     let error = load_prefix_cache(&file, &mut other_pool, &mut other_layout, &fingerprint).unwrap_err();
     assert!(matches!(error, PersistError::Mismatch(_)), "{error}");
-    let (mut f32_pool, mut f32_kv) = common::cache_of(loaded, 800, tessera_model::KvDtype::F32);
+    let (mut f32_pool, mut f32_kv) = crate::common::cache_of(loaded, 800, tessera_model::KvDtype::F32);
     let error = load_prefix_cache(&file, &mut f32_pool, &mut f32_kv, &fingerprint).unwrap_err();
     assert!(
         matches!(error, PersistError::Mismatch(_)),

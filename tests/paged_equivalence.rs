@@ -2,14 +2,12 @@
 //! placement must not change the logits (f16 and f32 K/V alike), and the kernel must really read K/V
 //! through the block tables (a permuted table changes the answer).
 
-mod common;
-
 use tessera_kv::{BlockPool, BlockTable};
 use tessera_model::{KvCache, KvDtype, LoadedModel, LogitsFor, Runtime, SeqInput, Sequence};
 
 /// Logits of every position of `tokens`, fed in chunks of the given sizes.
 fn logits_in_chunks(loaded: &LoadedModel, tokens: &[u32], sizes: &[usize], dtype: KvDtype) -> Vec<Vec<f32>> {
-    let (mut pool, mut kv) = common::cache_of(loaded, tokens.len(), dtype);
+    let (mut pool, mut kv) = crate::common::cache_of(loaded, tokens.len(), dtype);
     let mut seq = Sequence::new();
     let mut rows = Vec::new();
     let mut start = 0;
@@ -40,18 +38,18 @@ const CHUNK_TOLERANCE: f32 = 0.0;
 
 #[test]
 fn one_chunk_uneven_chunks_and_token_by_token_agree() {
-    let loaded = common::model();
-    let tokens = loaded.tokenizer.encode(&common::long_prompt()).unwrap();
+    let loaded = crate::common::model();
+    let tokens = loaded.tokenizer.encode(&crate::common::long_prompt()).unwrap();
     for dtype in [KvDtype::F16, KvDtype::F32] {
         let whole = logits_in_chunks(loaded, &tokens, &[tokens.len()], dtype);
         for sizes in [&[37usize, 100, 5, 16, 1][..], &[1][..]] {
             let chunked = logits_in_chunks(loaded, &tokens, sizes, dtype);
             let mut worst = 0f32;
             for (pos, (a, b)) in whole.iter().zip(&chunked).enumerate() {
-                worst = worst.max(common::max_abs_diff(a, b));
+                worst = worst.max(crate::common::max_abs_diff(a, b));
                 assert_eq!(
-                    common::argmax(a),
-                    common::argmax(b),
+                    crate::common::argmax(a),
+                    crate::common::argmax(b),
                     "{dtype} chunks {sizes:?}: argmax differs at {pos}"
                 );
             }
@@ -63,7 +61,7 @@ fn one_chunk_uneven_chunks_and_token_by_token_agree() {
 
 #[test]
 fn a_ragged_batch_gives_each_sequence_its_solo_logits() {
-    let loaded = common::model();
+    let loaded = crate::common::model();
     let prompts = [
         "What is 2 + 2?",
         "Name three colors.",
@@ -72,7 +70,7 @@ fn a_ragged_batch_gives_each_sequence_its_solo_logits() {
     ];
     let tokens: Vec<Vec<u32>> = prompts
         .iter()
-        .map(|p| loaded.tokenizer.encode(&common::chat_prompt(p)).unwrap())
+        .map(|p| loaded.tokenizer.encode(&crate::common::chat_prompt(p)).unwrap())
         .collect();
     let solo: Vec<Vec<f32>> = tokens
         .iter()
@@ -86,7 +84,7 @@ fn a_ragged_batch_gives_each_sequence_its_solo_logits() {
     // One forward: sequence 0 was prefilled except its last token (so it takes a
     // decode step), the others prefill whole prompts.
     let total: usize = tokens.iter().map(Vec::len).sum();
-    let (mut pool, mut kv) = common::cache_for(loaded, total + 64);
+    let (mut pool, mut kv) = crate::common::cache_for(loaded, total + 64);
     let mut tables: Vec<BlockTable> = Vec::new();
     for t in &tokens {
         let mut table = BlockTable::new();
@@ -118,12 +116,12 @@ fn a_ragged_batch_gives_each_sequence_its_solo_logits() {
     let logits = loaded.model.forward(&batch, &mut kv).unwrap();
     for (seq, want) in solo.iter().enumerate() {
         let row = logits.rows_of_seq(seq).next().unwrap();
-        let diff = common::max_abs_diff(logits.row(row), want);
+        let diff = crate::common::max_abs_diff(logits.row(row), want);
         assert!(
             diff <= CHUNK_TOLERANCE,
             "sequence {seq}: batched logits differ from solo by {diff}"
         );
-        assert_eq!(common::argmax(logits.row(row)), common::argmax(want));
+        assert_eq!(crate::common::argmax(logits.row(row)), crate::common::argmax(want));
     }
     for mut table in tables {
         table.release(&mut pool).unwrap();
@@ -176,14 +174,14 @@ fn last_logits_with_table(loaded: &LoadedModel, tokens: &[u32], scramble: bool, 
 
 #[test]
 fn block_placement_is_invisible_but_a_permuted_table_is_not() {
-    let loaded = common::model();
-    let tokens = loaded.tokenizer.encode(&common::long_prompt()).unwrap();
+    let loaded = crate::common::model();
+    let tokens = loaded.tokenizer.encode(&crate::common::long_prompt()).unwrap();
     let contiguous = last_logits_with_table(loaded, &tokens, false, false);
     let scrambled = last_logits_with_table(loaded, &tokens, true, false);
-    let diff = common::max_abs_diff(&contiguous, &scrambled);
+    let diff = crate::common::max_abs_diff(&contiguous, &scrambled);
     assert!(diff == 0.0, "scattered blocks changed the logits by {diff}");
     let permuted = last_logits_with_table(loaded, &tokens, true, true);
-    let diff = common::max_abs_diff(&contiguous, &permuted);
+    let diff = crate::common::max_abs_diff(&contiguous, &permuted);
     println!("permuted table: max |Δlogit| {diff:.3}");
     assert!(diff > 0.5, "swapping two blocks in the table left the logits unchanged ({diff}): attention is not reading through the table");
 }

@@ -3,8 +3,6 @@
 //! the same greedy tokens as the same prompt computed cold — prefixes on and off
 //! block boundaries, hits inside a block, and hits on a live sequence's blocks.
 
-mod common;
-
 use tessera_kv::BlockPool;
 use tessera_model::{KvCache, LoadedModel, LogitsFor, Runtime, Sequence};
 
@@ -22,26 +20,26 @@ fn run(
         .feed(Runtime { model, pool, kv }, &prompt[cached..], 64, LogitsFor::Last)
         .unwrap();
     let first_logits = logits.row(0).to_vec();
-    let mut next = common::argmax(&first_logits) as u32;
+    let mut next = crate::common::argmax(&first_logits) as u32;
     let mut out = vec![next];
     for _ in 0..8 {
         let logits = seq
             .feed(Runtime { model, pool, kv }, &[next], 1, LogitsFor::Last)
             .unwrap();
-        next = common::argmax(logits.row(0)) as u32;
+        next = crate::common::argmax(logits.row(0)) as u32;
         out.push(next);
     }
     (cached, first_logits, out, seq)
 }
 
 fn fresh(loaded: &LoadedModel) -> (BlockPool, KvCache) {
-    common::cache_for(loaded, 1200)
+    crate::common::cache_for(loaded, 1200)
 }
 
 #[test]
 fn warm_prefix_gives_the_cold_answer_bit_for_bit() {
-    let loaded = common::model();
-    let base = loaded.tokenizer.encode(&common::long_prompt()).unwrap();
+    let loaded = crate::common::model();
+    let base = loaded.tokenizer.encode(&crate::common::long_prompt()).unwrap();
     let suffix = loaded
         .tokenizer
         .encode("<|im_end|>\n<|im_start|>user\nAnswer in one word.<|im_end|>\n<|im_start|>assistant\n")
@@ -79,8 +77,8 @@ fn warm_prefix_gives_the_cold_answer_bit_for_bit() {
 
 #[test]
 fn a_hit_on_a_live_sequence_blocks_matches_cold() {
-    let loaded = common::model();
-    let base = loaded.tokenizer.encode(&common::long_prompt()).unwrap();
+    let loaded = crate::common::model();
+    let base = loaded.tokenizer.encode(&crate::common::long_prompt()).unwrap();
     let (mut pool, mut kv) = fresh(loaded);
     let (_, _, _, mut live) = run(loaded, &mut pool, &mut kv, &base); // stays live
     let mut prompt = base[..150].to_vec(); // mid-block: 150 = 9 × 16 + 6

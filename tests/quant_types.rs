@@ -6,11 +6,9 @@
 //! tiny random model whose rows hold 256-value super-blocks runs every
 //! K-quant like its own dequantized weights and like candle.
 
-mod common;
-
+use crate::common::reference::{check_quantized, compare, reference_logits, tessera_logits, Reference};
 use candle_core::quantized::{gguf_file, GgmlDType, QTensor};
 use candle_core::Device;
-use common::reference::{check_quantized, compare, reference_logits, tessera_logits, Reference};
 use std::fs::File;
 use std::path::Path;
 use tessera_model::{KvDtype, LoadOptions, LoadedModel, ModelLocation};
@@ -42,7 +40,7 @@ fn requantize(src: &Path, dst: &Path, type_of: impl Fn(&str) -> GgmlDType) {
 fn every_block_quant_type_loads_and_answers() {
     let dir = std::env::temp_dir().join(format!("tessera-quant-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
-    let prompt_text = common::chat_prompt("What is the capital of France?");
+    let prompt_text = crate::common::chat_prompt("What is the capital of France?");
     for dtype in [
         GgmlDType::Q4_0,
         GgmlDType::Q5_0,
@@ -52,14 +50,14 @@ fn every_block_quant_type_loads_and_answers() {
         GgmlDType::BF16,
     ] {
         let path = dir.join(format!("{dtype:?}.gguf"));
-        requantize(&common::model_path(), &path, |_| dtype);
+        requantize(&crate::common::model_path(), &path, |_| dtype);
         let loaded = LoadedModel::load(&ModelLocation::Gguf(path.clone()), &LoadOptions::default()).unwrap();
         // Every one of these types runs on Tessera's kernels (F16 on the
         // half-precision one, as stored).
         let generic = loaded.model.generic_matrices();
         assert!(generic.is_empty(), "{dtype:?} runs on generic kernels: {generic:?}");
         let prompt = loaded.tokenizer.encode(&prompt_text).unwrap();
-        let out = common::greedy(&loaded, &prompt, 12);
+        let out = crate::common::greedy(&loaded, &prompt, 12);
         let text = loaded.tokenizer.decode(&out).unwrap();
         assert!(text.contains("Paris"), "{dtype:?}: answered {text:?}");
         std::fs::remove_file(&path).ok();
@@ -90,9 +88,9 @@ fn types_mixed_inside_fused_groups_load_and_match_candle() {
     let dir = std::env::temp_dir().join(format!("tessera-mixed-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let path = dir.join("mixed.gguf");
-    requantize(&common::model_path(), &path, mixed_type);
+    requantize(&crate::common::model_path(), &path, mixed_type);
     let loaded = LoadedModel::load(&ModelLocation::Gguf(path.clone()), &LoadOptions::default()).unwrap();
-    let tokens = loaded.tokenizer.encode(&common::long_prompt()).unwrap();
+    let tokens = loaded.tokenizer.encode(&crate::common::long_prompt()).unwrap();
     let want = reference_logits(Reference::Llama, &path, &tokens);
     let got = compare(&tessera_logits(&loaded, &tokens, KvDtype::F32), &want);
     check_quantized("mixed types", got, tokens.len());
@@ -102,7 +100,7 @@ fn types_mixed_inside_fused_groups_load_and_match_candle() {
 /// A tiny random Llama (hidden 256, two layers, SmolLM2's tokenizer) with
 /// every 2-D weight of `dtype` (256-value K-quant rows fit it), written as GGUF.
 fn write_tiny_gguf(dst: &Path, dtype: GgmlDType) {
-    let mut reader = File::open(common::model_path()).unwrap();
+    let mut reader = File::open(crate::common::model_path()).unwrap();
     let source = gguf_file::Content::read(&mut reader).unwrap();
     let (hidden, ffn, layers, heads, kv_heads) = (256usize, 512usize, 2usize, 4usize, 2usize);
     let vocab = source.tensor_infos["token_embd.weight"].shape.dims()[0];
@@ -131,7 +129,7 @@ fn write_tiny_gguf(dst: &Path, dtype: GgmlDType) {
     let mut seed = 0;
     let mut matrix = |rows: usize, cols: usize| {
         seed += 1;
-        let values = common::tiny::random(seed, rows * cols, 0.08);
+        let values = crate::common::tiny::random(seed, rows * cols, 0.08);
         let dense = candle_core::Tensor::from_vec(values, (rows, cols), &Device::Cpu).unwrap();
         QTensor::quantize(&dense, dtype).unwrap()
     };
@@ -191,7 +189,7 @@ fn every_k_quant_runs_a_tiny_model_like_its_dequantized_weights_and_candle() {
         .unwrap();
         let tokens = quantized
             .tokenizer
-            .encode(&common::chat_prompt(
+            .encode(&crate::common::chat_prompt(
                 "The quick brown fox jumps over the lazy dog, twice.",
             ))
             .unwrap();
@@ -201,8 +199,8 @@ fn every_k_quant_runs_a_tiny_model_like_its_dequantized_weights_and_candle() {
         for (pos, candle_row) in candle.iter().enumerate() {
             let spread = truth.row(pos).iter().fold(0f32, |m, v| m.max(v.abs()));
             let (to_dense, to_candle) = (
-                common::max_abs_diff(ours.row(pos), truth.row(pos)),
-                common::max_abs_diff(ours.row(pos), candle_row),
+                crate::common::max_abs_diff(ours.row(pos), truth.row(pos)),
+                crate::common::max_abs_diff(ours.row(pos), candle_row),
             );
             println!("{dtype:?} position {pos}: |Δ| to dense {to_dense:.4}, to candle {to_candle:.4}, logits up to {spread:.3}");
             // Only the activations' 8-bit rounding separates the engines and the

@@ -10,9 +10,7 @@
 //! llama.cpp's. In `auto` mode its bare-JSON calls are calls and its JSON
 //! answers are text.
 
-mod common;
-
-use common::reference::{compare, reference_logits, tessera_logits, Reference};
+use crate::common::reference::{compare, dense_reference_logits, reference_logits, tessera_logits, Reference};
 use serde_json::json;
 use std::sync::Arc;
 use std::sync::OnceLock;
@@ -89,22 +87,16 @@ fn logits_match_candle_quantized_qwen2() {
     .unwrap();
     let ours_dense = tessera_logits(&dense, &head, KvDtype::F32);
     drop(dense);
-    // candle reads CANDLE_DEQUANTIZE_ALL once per thread: a fresh thread sees
-    // it set. No other test in this binary builds a candle matrix.
-    std::env::set_var("CANDLE_DEQUANTIZE_ALL", "1");
-    let candle_dense = std::thread::spawn(move || reference_logits(Reference::Qwen2, &path, &head))
-        .join()
-        .unwrap();
-    std::env::remove_var("CANDLE_DEQUANTIZE_ALL");
+    let candle_dense = dense_reference_logits(Reference::Qwen2, &path, &head);
     for (pos, truth) in candle_dense.iter().enumerate() {
-        let dense_gap = common::max_abs_diff(ours_dense.row(pos), truth);
+        let dense_gap = crate::common::max_abs_diff(ours_dense.row(pos), truth);
         assert!(
             dense_gap < DENSE_TOLERANCE,
             "dense logits differ by {dense_gap} at {pos}"
         );
         let (ours, candle) = (
-            common::max_abs_diff(ours_q.row(pos), truth),
-            common::max_abs_diff(&candle_q[pos], truth),
+            crate::common::max_abs_diff(ours_q.row(pos), truth),
+            crate::common::max_abs_diff(&candle_q[pos], truth),
         );
         println!("position {pos}: quantized vs dense, Tessera {ours:.3}, candle {candle:.3}");
         assert!(
@@ -227,7 +219,7 @@ fn greedy_text_equals_llama_cpps_with_f32_kv() {
     let loaded = qwen();
     for (prompt, want) in GREEDY_CASES {
         let ids = loaded.tokenizer.encode(prompt).unwrap();
-        let got = common::greedy_with(loaded, &ids, want.len(), KvDtype::F32);
+        let got = crate::common::greedy_with(loaded, &ids, want.len(), KvDtype::F32);
         assert_eq!(&got[..], *want, "greedy continuation of {prompt:?}");
     }
 }

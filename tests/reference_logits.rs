@@ -14,8 +14,9 @@
 //! candle keeps K/V in f32; so do these comparisons, except one dense run with
 //! Tessera's default f16 K/V, whose tolerance states what the rounding costs.
 //!
-//! Both run in one test: the dense reference needs the process-wide
-//! `CANDLE_DEQUANTIZE_ALL`, which no other test may observe.
+//! The dense reference needs candle's process-wide `CANDLE_DEQUANTIZE_ALL`,
+//! which no other test may observe: it runs in a child process
+//! (`crate::common::reference::dense_reference_logits`).
 //!
 //! What the comparisons have measured on SmolLM2-135M (331 positions):
 //! * dense f32 weights, f32 K/V: max |Δlogit| 9e-5, argmax equal everywhere;
@@ -30,17 +31,15 @@
 //! attention weights to f16 too, so with f16 K/V the texts part after ten
 //! words on that prompt; neither is the other's reference.
 
-mod common;
-
+use crate::common::reference::{check_quantized, compare, tessera_logits, Reference};
 use candle_core::quantized::{gguf_file, GgmlDType, QTensor};
 use candle_core::Device;
-use common::reference::{check_quantized, compare, tessera_logits, Reference};
 use std::fs::File;
 use std::path::Path;
 use tessera_model::{KvDtype, LoadOptions};
 
 fn reference_logits(gguf: &Path, tokens: &[u32]) -> Vec<Vec<f32>> {
-    common::reference::reference_logits(Reference::Llama, gguf, tokens)
+    crate::common::reference::reference_logits(Reference::Llama, gguf, tokens)
 }
 
 /// Copy `src` to `dst` with every Q4_1 tensor requantized to Q8_0, as Tessera's loader does.
@@ -72,7 +71,10 @@ const DENSE_F16_KV_TOLERANCE: f32 = 0.1;
 
 #[test]
 fn logits_match_candle_quantized_llama() {
-    let tokens = common::model().tokenizer.encode(&common::long_prompt()).unwrap();
+    let tokens = crate::common::model()
+        .tokenizer
+        .encode(&crate::common::long_prompt())
+        .unwrap();
     assert!((280..=340).contains(&tokens.len()), "prompt is {} tokens", tokens.len());
     let dir = std::env::temp_dir().join(format!("tessera-ref-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
@@ -80,17 +82,23 @@ fn logits_match_candle_quantized_llama() {
     // Quantized as stored, as Tessera runs by default. The quantized comparisons
     // use f32 K/V, as candle does, to isolate the weights' arithmetic; the dense
     // comparison below bounds what f16 K/V adds.
-    let reference = reference_logits(&common::model_path(), &tokens);
-    let stored = compare(&tessera_logits(common::model(), &tokens, KvDtype::F32), &reference);
+    let reference = reference_logits(&crate::common::model_path(), &tokens);
+    let stored = compare(
+        &tessera_logits(crate::common::model(), &tokens, KvDtype::F32),
+        &reference,
+    );
     check_quantized("Q4_1 as stored", stored, tokens.len());
     // What Tessera runs by default: Q4_1 as stored with f16 K/V.
-    let default_run = compare(&tessera_logits(common::model(), &tokens, KvDtype::F16), &reference);
+    let default_run = compare(
+        &tessera_logits(crate::common::model(), &tokens, KvDtype::F16),
+        &reference,
+    );
     check_quantized("Q4_1 as stored, f16 K/V", default_run, tokens.len());
 
     // Repacked to Q8_0 in both engines.
     let repacked = dir.join("repacked.gguf");
-    write_repacked_gguf(&common::model_path(), &repacked);
-    let repacked_model = common::load(&LoadOptions {
+    write_repacked_gguf(&crate::common::model_path(), &repacked);
+    let repacked_model = crate::common::load(&LoadOptions {
         repack_q4_1: true,
         ..LoadOptions::default()
     });
@@ -100,18 +108,14 @@ fn logits_match_candle_quantized_llama() {
     );
     check_quantized("Q8_0-repacked", repacked, tokens.len());
 
-    // Dense f32 in both engines. candle reads CANDLE_DEQUANTIZE_ALL once per
-    // thread, so the reference runs on a fresh thread that sees it set.
-    let dense = common::load(&LoadOptions {
+    // Dense f32 in both engines (the reference in a child process: see
+    // `dense_reference_logits`).
+    let dense = crate::common::load(&LoadOptions {
         dequantize: true,
         ..LoadOptions::default()
     });
-    std::env::set_var("CANDLE_DEQUANTIZE_ALL", "1");
-    let reference_tokens = tokens.clone();
-    let want = std::thread::spawn(move || reference_logits(&common::model_path(), &reference_tokens))
-        .join()
-        .unwrap();
-    std::env::remove_var("CANDLE_DEQUANTIZE_ALL");
+    let want =
+        crate::common::reference::dense_reference_logits(Reference::Llama, &crate::common::model_path(), &tokens);
     std::fs::remove_dir_all(&dir).ok();
     let (worst16, agree16) = compare(&tessera_logits(&dense, &tokens, KvDtype::F16), &want);
     println!(

@@ -2,11 +2,9 @@
 //! itself, checked against candle-transformers' dense `llama` and `qwen2`
 //! (q/k/v biases, tied embeddings) on the same files.
 
-mod common;
-
+use crate::common::tiny::{write_tiny_model, Family};
 use candle_core::{DType, Device, Tensor};
 use candle_transformers::models::{llama as reference, qwen2};
-use common::tiny::{write_tiny_model, Family};
 use std::path::Path;
 use tessera_kv::BlockPool;
 use tessera_model::{KvCache, KvDtype, LoadOptions, LoadedModel, LogitsFor, ModelLocation, Runtime, Sequence};

@@ -3,8 +3,6 @@
 //! the field it names; tools are called in every mode, streamed and not;
 //! repeated conversations hit the prefix cache; the pool ends at baseline.
 
-mod common;
-
 use axum::body::Body;
 use axum::http::{Request, StatusCode};
 use http_body_util::BodyExt;
@@ -16,7 +14,7 @@ use tessera_server::{router, AppState, ServerConfig};
 use tower::ServiceExt;
 
 fn engine(config: EngineConfig) -> EngineHandle {
-    EngineHandle::start(common::load(&LoadOptions::default()), config).expect("starting the engine")
+    EngineHandle::start(crate::common::load(&LoadOptions::default()), config).expect("starting the engine")
 }
 
 fn state(config: ServerConfig) -> AppState {

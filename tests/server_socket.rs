@@ -3,8 +3,6 @@
 //! its blocks freed), and a graceful shutdown that lets an in-flight stream
 //! finish.
 
-mod common;
-
 use serde_json::{json, Value};
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
@@ -22,7 +20,11 @@ async fn start() -> (
     oneshot::Sender<()>,
     tokio::task::JoinHandle<std::io::Result<()>>,
 ) {
-    let engine = EngineHandle::start(common::load(&LoadOptions::default()), EngineConfig::for_tokens(8192)).unwrap();
+    let engine = EngineHandle::start(
+        crate::common::load(&LoadOptions::default()),
+        EngineConfig::for_tokens(8192),
+    )
+    .unwrap();
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let address = listener.local_addr().unwrap();
     let (stop, stopped) = oneshot::channel::<()>();

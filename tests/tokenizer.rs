@@ -3,8 +3,6 @@
 //! (llama-cpp-python 0.3.36, `tokenize(text, add_bos=False, special=True)`) on
 //! the same GGUF: an independent implementation of the same vocabulary.
 
-mod common;
-
 /// (text, llama.cpp's ids) for a multilingual / code / emoji / special-token set.
 const CASES: &[(&str, &[u32])] = &[
     ("Hello, world!", &[19556, 28, 905, 17]),
@@ -81,7 +79,7 @@ const CASES: &[(&str, &[u32])] = &[
 
 #[test]
 fn ids_match_llama_cpp() {
-    let tokenizer = &common::model().tokenizer;
+    let tokenizer = &crate::common::model().tokenizer;
     for (text, want) in CASES {
         let got = tokenizer.encode(text).unwrap();
         assert_eq!(&got[..], *want, "token ids differ for {text:?}");
@@ -90,7 +88,7 @@ fn ids_match_llama_cpp() {
 
 #[test]
 fn decode_round_trips() {
-    let tokenizer = &common::model().tokenizer;
+    let tokenizer = &crate::common::model().tokenizer;
     for (text, _) in CASES {
         let ids = tokenizer.encode(text).unwrap();
         assert_eq!(tokenizer.decode(&ids).unwrap(), *text, "round trip of {text:?}");
@@ -99,7 +97,7 @@ fn decode_round_trips() {
 
 #[test]
 fn control_tokens_are_single_ids_and_stop_generation() {
-    let tokenizer = &common::model().tokenizer;
+    let tokenizer = &crate::common::model().tokenizer;
     assert_eq!(tokenizer.encode("<|im_start|>").unwrap(), [1]);
     assert_eq!(tokenizer.encode("<|im_end|>").unwrap(), [2]);
     assert!(tokenizer.is_stop(2), "<|im_end|> ends a chat turn");
@@ -109,7 +107,7 @@ fn control_tokens_are_single_ids_and_stop_generation() {
 #[test]
 fn streaming_text_never_splits_a_character() {
     // Emoji and CJK span several byte-level tokens; the stream must hold them back until whole.
-    let tokenizer = &common::model().tokenizer;
+    let tokenizer = &crate::common::model().tokenizer;
     for (text, _) in CASES {
         let mut stream = tessera_model::TextStream::new();
         let mut out = String::new();
@@ -125,7 +123,7 @@ fn streaming_text_never_splits_a_character() {
 
 #[test]
 fn token_bytes_spell_the_text_exactly() {
-    let tokenizer = &common::model().tokenizer;
+    let tokenizer = &crate::common::model().tokenizer;
     let bytes = tokenizer.token_bytes();
     assert_eq!(bytes.len(), tokenizer.vocab_size());
     for text in [

@@ -4,8 +4,6 @@
 //! and every call's arguments must validate against the tool's schema, checked
 //! by the `jsonschema` crate, independently of our automaton.
 
-mod common;
-
 use serde_json::{json, Value};
 use std::sync::Arc;
 use tessera_constrain::{
@@ -294,7 +292,7 @@ fn every_mode_and_temperature_gives_valid_calls() {
         .map(|t| jsonschema::validator_for(&t.parameters).expect("a valid JSON Schema"))
         .collect();
     let compiled = Arc::new(CompiledTools::compile(&tools).unwrap());
-    let loaded = common::load(&LoadOptions::default());
+    let loaded = crate::common::load(&LoadOptions::default());
     let system = tools_prompt(&tools, CallFormat::Hermes);
     let prompt_of = |user: &str| {
         let messages = [ChatMessage::new("system", &system), ChatMessage::new("user", user)];

@@ -1,6 +1,5 @@
 //! Shared helpers for the real-model tests. The model is required: a missing
 //! file fails the test with the command that fetches it, never a silent skip.
-#![allow(dead_code)]
 
 pub mod reference;
 pub mod tiny;

@@ -5,7 +5,8 @@ use candle_core::quantized::gguf_file;
 use candle_core::{Device, Tensor};
 use candle_transformers::models::{quantized_llama, quantized_qwen2};
 use std::fs::File;
-use std::path::Path;
+use std::path::{Path, PathBuf};
+use std::process::Command;
 use tessera_model::{KvDtype, LoadedModel, Logits, LogitsFor, Runtime, Sequence};
 
 /// Which candle-transformers model reads the file.
@@ -42,6 +43,72 @@ pub fn reference_logits(reference: Reference, gguf: &Path, tokens: &[u32]) -> Ve
             forward(&input, pos).flatten_all().unwrap().to_vec1::<f32>().unwrap()
         })
         .collect()
+}
+
+/// The environment variable that hands a dense reference child its request.
+const DENSE_REQUEST: &str = "TESSERA_DENSE_REFERENCE_REQUEST";
+
+/// The child's test, by its path in every test binary that has `mod common`.
+const DENSE_CHILD: &str = "common::reference::dense_reference_child";
+
+/// The reference's logits with every weight dequantized to f32 (candle's
+/// `CANDLE_DEQUANTIZE_ALL`). candle reads that variable from the process
+/// environment, once per thread; setting it here would race with every other
+/// test thread (and let them observe it). So the reference runs in a child
+/// process of this test binary started with the variable set, and hands its
+/// logits back through a file.
+pub fn dense_reference_logits(reference: Reference, gguf: &Path, tokens: &[u32]) -> Vec<Vec<f32>> {
+    let dir = tempfile::tempdir().unwrap();
+    let request = dir.path().join("request.json");
+    let out = dir.path().join("logits.f32");
+    let family = match reference {
+        Reference::Llama => "llama",
+        Reference::Qwen2 => "qwen2",
+    };
+    let body = serde_json::json!({"reference": family, "gguf": gguf, "tokens": tokens, "out": out});
+    std::fs::write(&request, body.to_string()).unwrap();
+    let status = Command::new(std::env::current_exe().unwrap())
+        .args([DENSE_CHILD, "--exact", "--ignored", "--nocapture", "--test-threads=1"])
+        .env("CANDLE_DEQUANTIZE_ALL", "1")
+        .env(DENSE_REQUEST, &request)
+        .status()
+        .unwrap();
+    assert!(status.success(), "the dense reference child failed: {status}");
+    let bytes = std::fs::read(&out).expect("the dense reference child wrote its logits");
+    let values: Vec<f32> = bytes
+        .chunks_exact(4)
+        .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+        .collect();
+    assert_eq!(values.len() % tokens.len(), 0, "whole rows of logits");
+    values
+        .chunks(values.len() / tokens.len())
+        .map(<[f32]>::to_vec)
+        .collect()
+}
+
+/// The child of [`dense_reference_logits`]: reads the request it names,
+/// computes the reference with `CANDLE_DEQUANTIZE_ALL` set by its parent, and
+/// writes the logits as little-endian f32 rows.
+#[test]
+#[ignore = "the child process of dense_reference_logits, which starts it with its request"]
+fn dense_reference_child() {
+    assert_eq!(
+        std::env::var("CANDLE_DEQUANTIZE_ALL").as_deref(),
+        Ok("1"),
+        "started by dense_reference_logits, which sets CANDLE_DEQUANTIZE_ALL"
+    );
+    let request = std::env::var_os(DENSE_REQUEST).expect("started by dense_reference_logits, which names the request");
+    let request: serde_json::Value = serde_json::from_slice(&std::fs::read(request).unwrap()).unwrap();
+    let reference = match request["reference"].as_str() {
+        Some("llama") => Reference::Llama,
+        Some("qwen2") => Reference::Qwen2,
+        other => panic!("unknown reference {other:?}"),
+    };
+    let gguf = PathBuf::from(request["gguf"].as_str().unwrap());
+    let tokens: Vec<u32> = serde_json::from_value(request["tokens"].clone()).unwrap();
+    let logits = reference_logits(reference, &gguf, &tokens);
+    let bytes: Vec<u8> = logits.iter().flatten().flat_map(|v| v.to_le_bytes()).collect();
+    std::fs::write(request["out"].as_str().unwrap(), bytes).unwrap();
 }
 
 /// Tessera's logits at every position of `tokens` (one sequence, chunks of 512).

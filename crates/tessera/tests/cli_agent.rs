@@ -4,9 +4,7 @@
 //! per-turn table with the hit rate, and leaves a JSONL transcript. Bad input
 //! is one clear line before any model loads.
 
-mod common;
-
-use common::{real_model, serve};
+use crate::common::{real_model, serve};
 use serde_json::Value;
 use std::path::Path;
 use std::process::{Command, Output};

@@ -1,9 +1,7 @@
 //! Bad input to `tessera generate`: every case is a clear message on stderr
 //! and a non-zero exit, never a panic.
 
-mod common;
-
-use common::real_model;
+use crate::common::real_model;
 use std::path::PathBuf;
 use std::process::{Command, Output};
 

@@ -1,9 +1,7 @@
 //! `tessera generate --kv-cache-dir`: the second invocation with the same system
 //! prompt reuses the first one's K/V from disk, and answers the same.
 
-mod common;
-
-use common::real_model;
+use crate::common::real_model;
 use std::path::PathBuf;
 use std::process::Command;
 

@@ -1,9 +1,7 @@
 //! `tessera generate --tools`: a required call prints one valid JSON line of
 //! calls; bad tool definitions and choices are one clear line and a non-zero exit.
 
-mod common;
-
-use common::real_model;
+use crate::common::real_model;
 use serde_json::{json, Value};
 use std::path::PathBuf;
 use std::process::{Command, Output};

@@ -4,9 +4,7 @@
 //! Then SIGTERM: the server stops cleanly. The client lives in a venv made by
 //! `scripts/setup-openai-client.sh`, run on first use; a failed setup fails loudly.
 
-mod common;
-
-use common::serve;
+use crate::common::serve;
 use std::path::PathBuf;
 use std::process::Command;
 

@@ -1,6 +1,5 @@
 //! Shared by the CLI tests: where the real model is (missing = a loud
 //! failure), and a `tessera serve` child on a free port.
-#![allow(dead_code)]
 
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};

@@ -1,0 +1,14 @@
+//! `tessera-constrain`'s integration tests, one binary.
+
+// The automaton against hand-checked tables: values, envelopes, names, modes.
+mod automaton;
+// Calls a model writes without their opener (`auto` mode).
+mod bare_calls;
+// Budget-aware closing: random schemas never empty the mask.
+mod budget;
+// Nesting depth up to `MAX_DEPTH`, and refusals past it.
+mod depth;
+// Overlapping `oneOf`: a value only where exactly one alternative accepts it.
+mod one_of;
+// The official JSON Schema Test Suite, draft 2020-12.
+mod schema_suite;
