@@ -10,7 +10,7 @@ use serde_json::json;
 use std::sync::Arc;
 use tessera_constrain::{tools_prompt, CallFormat, CallMode, CompiledTools, ToolChoice, ToolDef};
 use tessera_engine::{Constraint, EngineConfig, EngineHandle, GenerateRequest, ToolConstraint};
-use tessera_model::{ChatMessage, LoadOptions, LoadedModel, ModelLocation};
+use tessera_model::{ChatMessage, ChatRole, LoadOptions, LoadedModel, ModelLocation};
 
 const TOKENS: usize = 32;
 
@@ -23,8 +23,11 @@ fn decode(c: &mut Criterion) {
         parameters: json!({"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}),
     }];
     let messages = [
-        ChatMessage::new("system", tools_prompt(&tools, CallFormat::Hermes)),
-        ChatMessage::new("user", "Write a long story about a lighthouse keeper and the weather."),
+        ChatMessage::new(ChatRole::System, tools_prompt(&tools, CallFormat::Hermes)),
+        ChatMessage::new(
+            ChatRole::User,
+            "Write a long story about a lighthouse keeper and the weather.",
+        ),
     ];
     let text = loaded.template.render(&messages, true).expect("template");
     let prompt = loaded.tokenizer.encode(&text).expect("tokenizing");

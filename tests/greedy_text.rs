@@ -5,7 +5,7 @@
 //! to f16 as well, so no f16 cache equals it bit for bit; f32 K/V is the
 //! comparison that checks the model's arithmetic.
 
-use tessera_model::{KvDtype, LoadOptions};
+use tessera_model::{ChatRole, KvDtype, LoadOptions};
 
 #[test]
 fn capital_of_france_tokens_and_answer() {
@@ -27,7 +27,7 @@ fn capital_of_france_tokens_and_answer() {
 fn templated_chat_answer_is_stable() {
     let loaded = crate::common::model();
     let messages = [tessera_model::ChatMessage::new(
-        "user",
+        ChatRole::User,
         "Explain in two sentences why the sky is blue.",
     )];
     let prompt = loaded.template.render(&messages, true).unwrap();

@@ -16,7 +16,7 @@ use std::sync::Arc;
 use std::sync::OnceLock;
 use tessera_constrain::{tools_prompt, CallFormat, CallMode, CompiledTools, ToolChoice, ToolDef};
 use tessera_engine::{Constraint, EngineConfig, EngineHandle, GenerateRequest, ToolConstraint};
-use tessera_model::{ChatMessage, KvDtype, LoadOptions, LoadedModel, ModelLocation};
+use tessera_model::{ChatMessage, ChatRole, KvDtype, LoadOptions, LoadedModel, ModelLocation};
 
 const NAME: &str = "qwen2.5-coder-1.5b";
 
@@ -248,7 +248,10 @@ fn auto_mode_reads_bare_calls_and_leaves_json_answers_as_text() {
     .expect("loading Qwen2.5-Coder-1.5B");
     let system = tools_prompt(std::slice::from_ref(&weather), CallFormat::Hermes);
     let prompt_of = |user: &str| {
-        let messages = [ChatMessage::new("system", &system), ChatMessage::new("user", user)];
+        let messages = [
+            ChatMessage::new(ChatRole::System, &system),
+            ChatMessage::new(ChatRole::User, user),
+        ];
         let text = loaded.template.render(&messages, true).unwrap();
         loaded.tokenizer.encode(&text).unwrap()
     };

@@ -12,7 +12,7 @@ use tessera_constrain::{
 use tessera_engine::{
     Constraint, EngineConfig, EngineError, EngineHandle, Field, FinishReason, GenerateRequest, Output, ToolConstraint,
 };
-use tessera_model::{ChatMessage, LoadOptions};
+use tessera_model::{ChatMessage, ChatRole, LoadOptions};
 use tessera_sample::SamplingParams;
 
 /// SmolLM2's template has no tool form of its own: calls use the Hermes envelope.
@@ -295,7 +295,10 @@ fn every_mode_and_temperature_gives_valid_calls() {
     let loaded = crate::common::load(&LoadOptions::default());
     let system = tools_prompt(&tools, CallFormat::Hermes);
     let prompt_of = |user: &str| {
-        let messages = [ChatMessage::new("system", &system), ChatMessage::new("user", user)];
+        let messages = [
+            ChatMessage::new(ChatRole::System, &system),
+            ChatMessage::new(ChatRole::User, user),
+        ];
         let text = loaded.template.render(&messages, true).unwrap();
         loaded.tokenizer.encode(&text).unwrap()
     };

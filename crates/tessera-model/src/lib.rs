@@ -46,7 +46,7 @@ pub use safetensors::HfDir;
 pub use sequence::{Runtime, Sequence};
 pub use shipped::{default_model, shipped_model, ShippedModel, SHIPPED_MODELS};
 pub use source::{hf_hub_cache_dir, load_spec, resolve_offline, resolve_offline_in, ModelLocation, ResolveError};
-pub use template::{ChatMessage, ChatTemplate, CHATML_TEMPLATE};
+pub use template::{ChatMessage, ChatRole, ChatTemplate, CHATML_TEMPLATE};
 pub use token_bytes::SPECIAL_TOKEN_MARKER;
 pub use tokenizer::{GgufVocab, TextStream, Tokenizer};
 

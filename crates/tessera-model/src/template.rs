@@ -7,20 +7,34 @@ use crate::{ModelError, Result};
 use minijinja::{context, Environment, Error as JinjaError, ErrorKind};
 use serde::Serialize;
 
+/// Who speaks in a message, as chat templates name the roles.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ChatRole {
+    /// Instructions (`system`).
+    System,
+    /// The user (`user`).
+    User,
+    /// The model (`assistant`).
+    Assistant,
+    /// A tool's result, for templates with a tool role (`tool`).
+    Tool,
+}
+
 /// One chat message.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct ChatMessage {
-    /// `system`, `user`, `assistant` or `tool`.
-    pub role: String,
+    /// Who speaks (the template reads it as `message['role']`).
+    pub role: ChatRole,
     /// The message text.
     pub content: String,
 }
 
 impl ChatMessage {
-    /// A message with `role` and `content`.
-    pub fn new(role: impl Into<String>, content: impl Into<String>) -> Self {
+    /// A message from `role` with `content`.
+    pub fn new(role: ChatRole, content: impl Into<String>) -> Self {
         Self {
-            role: role.into(),
+            role,
             content: content.into(),
         }
     }
@@ -93,7 +107,9 @@ mod tests {
     #[test]
     fn chatml_renders_generation_prompt() {
         let template = ChatTemplate::new(CHATML_TEMPLATE, None, None).unwrap();
-        let text = template.render(&[ChatMessage::new("user", "Hi")], true).unwrap();
+        let text = template
+            .render(&[ChatMessage::new(ChatRole::User, "Hi")], true)
+            .unwrap();
         assert_eq!(text, "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n");
     }
 
@@ -102,10 +118,14 @@ mod tests {
         let source = "{% if messages[0]['role'] != 'user' %}{{ raise_exception('first must be user') }}{% endif %}{{ messages[0]['content'].strip() }}";
         let template = ChatTemplate::new(source, None, None).unwrap();
         assert_eq!(
-            template.render(&[ChatMessage::new("user", "  x ")], false).unwrap(),
+            template
+                .render(&[ChatMessage::new(ChatRole::User, "  x ")], false)
+                .unwrap(),
             "x"
         );
-        let err = template.render(&[ChatMessage::new("system", "x")], false).unwrap_err();
+        let err = template
+            .render(&[ChatMessage::new(ChatRole::System, "x")], false)
+            .unwrap_err();
         assert!(err.to_string().contains("first must be user"), "{err}");
     }
 }

@@ -10,7 +10,7 @@ use crate::api::{Content, Message, Role, ToolKind, ToolSpec};
 use crate::InvalidRequest;
 use serde_json::{json, Value};
 use tessera_constrain::{tools_prompt, CallFormat, Envelope, ToolDef};
-use tessera_model::ChatMessage;
+use tessera_model::{ChatMessage, ChatRole};
 
 /// The tool definitions of a request, validated for shape (names and schemas
 /// are checked when the set compiles).
@@ -50,9 +50,9 @@ pub fn chat_messages(
     }
     if !tools.is_empty() {
         let section = tools_prompt(tools, format);
-        match rendered.first_mut().filter(|m| m.role == "system") {
+        match rendered.first_mut().filter(|m| m.role == ChatRole::System) {
             Some(system) => system.content = format!("{}\n\n{section}", system.content),
-            None => rendered.insert(0, ChatMessage::new("system", section)),
+            None => rendered.insert(0, ChatMessage::new(ChatRole::System, section)),
         }
     }
     Ok(rendered)
@@ -61,8 +61,8 @@ pub fn chat_messages(
 fn render_message(i: usize, message: &Message, format: CallFormat) -> Result<ChatMessage, InvalidRequest> {
     let text = content_text(message.content.as_ref());
     match message.role {
-        Role::System | Role::Developer => Ok(ChatMessage::new("system", text)),
-        Role::User => Ok(ChatMessage::new("user", text)),
+        Role::System | Role::Developer => Ok(ChatMessage::new(ChatRole::System, text)),
+        Role::User => Ok(ChatMessage::new(ChatRole::User, text)),
         Role::Assistant => {
             let calls = message.tool_calls.as_deref().unwrap_or_default();
             let mut parsed = Vec::with_capacity(calls.len());
@@ -78,14 +78,16 @@ fn render_message(i: usize, message: &Message, format: CallFormat) -> Result<Cha
             }
             let calls: Vec<(&str, &str)> = parsed.iter().map(|(name, args)| (*name, args.as_str())).collect();
             Ok(ChatMessage::new(
-                "assistant",
+                ChatRole::Assistant,
                 text + &Envelope::new(format).render_calls(&calls),
             ))
         }
         Role::Tool => Ok(match format {
             // Hermes-style models read results as a user turn in <tool_response> tags.
-            CallFormat::Hermes => ChatMessage::new("user", format!("<tool_response>\n{text}\n</tool_response>")),
-            CallFormat::Mistral | CallFormat::Llama3Json => ChatMessage::new("tool", text),
+            CallFormat::Hermes => {
+                ChatMessage::new(ChatRole::User, format!("<tool_response>\n{text}\n</tool_response>"))
+            }
+            CallFormat::Mistral | CallFormat::Llama3Json => ChatMessage::new(ChatRole::Tool, text),
         }),
     }
 }

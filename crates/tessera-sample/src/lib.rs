@@ -2,8 +2,10 @@
 //! min-p and a seeded RNG, on plain `&mut [f32]` logits (no tensors).
 //!
 //! Order of operations follows common practice (llama.cpp's default chain):
-//! penalties → (greedy if temperature is 0) → top-k → temperature → softmax →
-//! top-p → min-p → draw. `-inf` logits (masked tokens) are never drawn; a logit
+//! penalties → (greedy if the temperature is under [`GREEDY_BELOW_TEMPERATURE`])
+//! → top-k → temperature → softmax → top-p → min-p → draw. No path divides by
+//! zero or multiplies an infinity: for any finite logits and valid parameters
+//! the draw is a token with a finite logit (a property test checks it). `-inf` logits (masked tokens) are never drawn; a logit
 //! vector with nothing drawable is an error, never a uniform draw.
 //! Cost: O(V) per step plus O(K log K) for the candidates kept by top-k/top-p.
 #![deny(missing_docs)]
@@ -11,7 +13,7 @@
 mod params;
 mod rng;
 
-pub use params::{SamplingError, SamplingParams};
+pub use params::{SamplingError, SamplingParams, GREEDY_BELOW_TEMPERATURE};
 pub use rng::Rng;
 
 /// A stateful sampler: validated parameters and a seeded RNG.

@@ -21,10 +21,17 @@ pub enum SamplingError {
     EmptyMask,
 }
 
-/// How the next token is chosen. `temperature == 0` means greedy.
+/// Temperatures below this sample greedily. At `1/t` = 10⁴ the softmax is one-hot
+/// for any logit gap over ~0.01 already, and far below it `1/t` overflows: at
+/// `t = 1e-45` it is infinite, `0 × ∞` is NaN, and the draw would be garbage.
+pub const GREEDY_BELOW_TEMPERATURE: f32 = 1e-4;
+
+/// How the next token is chosen. A temperature under
+/// [`GREEDY_BELOW_TEMPERATURE`] (0 included) means greedy.
 #[derive(Debug, Clone, PartialEq)]
 pub struct SamplingParams {
-    /// Softmax temperature, `0 ≤ t ≤ 100`; 0 selects greedy decoding.
+    /// Softmax temperature, `0 ≤ t ≤ 100`; below [`GREEDY_BELOW_TEMPERATURE`]
+    /// (0 included) it selects greedy decoding.
     pub temperature: f32,
     /// Keep only the `top_k` most likely tokens; 0 disables.
     pub top_k: usize,
@@ -54,7 +61,7 @@ impl Default for SamplingParams {
 impl SamplingParams {
     /// Whether these parameters select greedy decoding.
     pub fn is_greedy(&self) -> bool {
-        self.temperature == 0.0 || self.top_k == 1
+        self.temperature < GREEDY_BELOW_TEMPERATURE || self.top_k == 1
     }
 
     /// Check every field against its range.

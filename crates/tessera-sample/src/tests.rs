@@ -171,3 +171,169 @@ fn a_mask_applies_before_everything_and_empty_is_an_error() {
         Err(SamplingError::EmptyMask)
     );
 }
+
+#[test]
+fn a_tiny_temperature_samples_greedily_instead_of_through_a_nan_softmax() {
+    // 1/1e-45 is infinite: the softmax was NaN and the draw an unlikely token.
+    for temperature in [f32::MIN_POSITIVE, 1e-45, 1e-10, GREEDY_BELOW_TEMPERATURE / 2.0] {
+        let mut s = sampler(SamplingParams {
+            temperature,
+            seed: 3,
+            ..SamplingParams::default()
+        });
+        for _ in 0..20 {
+            let mut logits = vec![0.5, 3.0, 2.9, -1.0];
+            assert_eq!(s.sample(&mut logits, &[]).unwrap(), 1, "temperature {temperature}");
+        }
+    }
+    let at_floor = SamplingParams {
+        temperature: GREEDY_BELOW_TEMPERATURE,
+        ..SamplingParams::default()
+    };
+    assert!(!at_floor.is_greedy(), "the floor itself samples");
+}
+
+#[test]
+fn edge_values_of_top_p_min_p_and_temperature() {
+    let logits = [1.0, 0.9, 0.8, -30.0];
+    let draws = |params: SamplingParams| -> std::collections::BTreeSet<u32> {
+        let mut s = sampler(params);
+        (0..400).map(|_| s.sample(&mut logits.to_vec(), &[]).unwrap()).collect()
+    };
+    let base = SamplingParams {
+        temperature: 1.0,
+        seed: 11,
+        ..SamplingParams::default()
+    };
+    // top_p = 1 keeps everything; the smallest valid top_p keeps only the top token.
+    assert!(draws(base.clone()).len() >= 3);
+    let tiny_p = SamplingParams {
+        top_p: f32::MIN_POSITIVE,
+        ..base.clone()
+    };
+    assert_eq!(draws(tiny_p), [0].into());
+    // min_p = 1 keeps only tokens as likely as the top one; 0 disables it.
+    let all_min = SamplingParams {
+        min_p: 1.0,
+        ..base.clone()
+    };
+    assert_eq!(draws(all_min), [0].into());
+    // The highest temperature flattens but never draws a non-finite logit.
+    let hot = SamplingParams {
+        temperature: 100.0,
+        ..base.clone()
+    };
+    assert_eq!(draws(hot).len(), 4);
+    // Outside the ranges: refused with the field named.
+    for (field, params) in [
+        (
+            "top_p",
+            SamplingParams {
+                top_p: 0.0,
+                ..base.clone()
+            },
+        ),
+        (
+            "top_p",
+            SamplingParams {
+                top_p: 1.0001,
+                ..base.clone()
+            },
+        ),
+        (
+            "min_p",
+            SamplingParams {
+                min_p: -0.1,
+                ..base.clone()
+            },
+        ),
+        (
+            "temperature",
+            SamplingParams {
+                temperature: -1e-45,
+                ..base.clone()
+            },
+        ),
+        (
+            "temperature",
+            SamplingParams {
+                temperature: f32::NAN,
+                ..base.clone()
+            },
+        ),
+    ] {
+        match Sampler::new(params) {
+            Err(SamplingError::InvalidParameter { field: named, .. }) => assert_eq!(named, field),
+            other => panic!("{field}: {other:?}"),
+        }
+    }
+}
+
+mod properties {
+    use super::*;
+    use proptest::prelude::*;
+
+    /// A logit: mostly ordinary values, some extreme finite ones, some masked.
+    fn logit() -> impl Strategy<Value = f32> {
+        prop_oneof![
+            6 => -50.0f32..50.0,
+            1 => prop_oneof![Just(f32::MAX), Just(-f32::MAX), Just(f32::MIN_POSITIVE), Just(0.0)],
+            2 => Just(f32::NEG_INFINITY),
+        ]
+    }
+
+    fn params() -> impl Strategy<Value = SamplingParams> {
+        (
+            prop_oneof![Just(0.0f32), 0.0f32..1e-3, 1e-3f32..100.0, Just(1e-45), Just(100.0)],
+            0usize..8,
+            prop_oneof![Just(1.0f32), Just(f32::MIN_POSITIVE), 1e-6f32..1.0],
+            prop_oneof![Just(0.0f32), Just(1.0), 0.0f32..1.0],
+            prop_oneof![Just(1.0f32), 0.05f32..10.0],
+            any::<u64>(),
+        )
+            .prop_map(
+                |(temperature, top_k, top_p, min_p, repetition_penalty, seed)| SamplingParams {
+                    temperature,
+                    top_k,
+                    top_p,
+                    min_p,
+                    repetition_penalty,
+                    seed,
+                },
+            )
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(2_000))]
+
+        /// Every draw is an allowed token whose logit (after the penalty) is
+        /// finite; only a vector with nothing drawable is an error.
+        #[test]
+        fn every_draw_is_an_allowed_finite_token(
+            logits in proptest::collection::vec(logit(), 1..64),
+            allowed_bits in any::<u64>(),
+            history in proptest::collection::vec(0u32..64, 0..8),
+            params in params(),
+        ) {
+            let allowed = |token: u32| allowed_bits >> (token % 64) & 1 == 1;
+            let mut sampler = Sampler::new(params).unwrap();
+            let mut after = logits.clone();
+            match sampler.sample_allowed(&mut after, &history, allowed) {
+                Ok(token) => {
+                    prop_assert!(allowed(token), "token {} is masked", token);
+                    prop_assert!(after[token as usize].is_finite(), "token {} has logit {}", token, after[token as usize]);
+                }
+                Err(SamplingError::EmptyMask | SamplingError::NothingToSample) => {
+                    let mut penalized = logits.clone();
+                    apply_repetition_penalty(&mut penalized, &history, sampler.params().repetition_penalty);
+                    let drawable = penalized
+                        .iter()
+                        .enumerate()
+                        .any(|(t, l)| allowed(t as u32) && l.is_finite());
+                    prop_assert!(!drawable, "a drawable token was refused");
+                }
+                Err(other) => prop_assert!(false, "unexpected {:?}", other),
+            }
+        }
+    }
+}

@@ -17,7 +17,7 @@ pub fn parse<T: DeserializeOwned>(body: Result<Bytes, BytesRejection>, limit: us
         Err(rejection) => return Err(ApiError::malformed(rejection.body_text(), None)),
     };
     let mut deserializer = serde_json::Deserializer::from_slice(&bytes);
-    serde_path_to_error::deserialize(&mut deserializer).map_err(|error| {
+    let value = serde_path_to_error::deserialize(&mut deserializer).map_err(|error| {
         let path = error.path().to_string();
         let inner = error.into_inner();
         let syntax = matches!(
@@ -33,7 +33,12 @@ pub fn parse<T: DeserializeOwned>(body: Result<Bytes, BytesRejection>, limit: us
             (None, _) => format!("the body does not match the request shape: {inner}"),
         };
         ApiError::malformed(message, param)
-    })
+    })?;
+    // Whitespace may follow the value; anything else means the body is not one JSON value.
+    deserializer
+        .end()
+        .map_err(|_| ApiError::malformed("the body has trailing characters after the JSON value", None))?;
+    Ok(value)
 }
 
 #[cfg(test)]
@@ -42,7 +47,7 @@ mod tests {
     use crate::api::ChatRequest;
 
     fn error_of(json: &str) -> ApiError {
-        parse::<ChatRequest>(Ok(Bytes::from(json.to_string())), 100).unwrap_err()
+        parse::<ChatRequest>(Ok(Bytes::from(json.to_string())), 1000).unwrap_err()
     }
 
     #[test]
@@ -56,5 +61,21 @@ mod tests {
         assert!(error.message.contains("not valid JSON"), "{}", error.message);
         let error = error_of(r#"{"model": "x"}"#);
         assert!(error.message.contains("missing field `messages`"), "{}", error.message);
+    }
+
+    #[test]
+    fn trailing_characters_after_the_value_are_refused() {
+        let body = r#"{"messages": [{"role": "user", "content": "hi"}]}"#;
+        let error = error_of(&format!("{body}xyz"));
+        assert_eq!(error.status, StatusCode::BAD_REQUEST);
+        assert_eq!(error.message, "the body has trailing characters after the JSON value");
+        assert!(error_of(&format!("{body}{body}"))
+            .message
+            .contains("trailing characters"));
+        let padded = format!(" {body} \n\t");
+        assert!(
+            parse::<ChatRequest>(Ok(Bytes::from(padded)), 1000).is_ok(),
+            "whitespace is not trailing text"
+        );
     }
 }

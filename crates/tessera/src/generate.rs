@@ -10,7 +10,7 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 use tessera_constrain::{tools_prompt, CallFormat};
 use tessera_engine::{Constraint, EngineConfig, EngineHandle, Event, GenerateRequest};
-use tessera_model::{ChatMessage, LoadedModel};
+use tessera_model::{ChatMessage, ChatRole, LoadedModel};
 use tessera_sample::SamplingParams;
 
 /// Arguments of `tessera generate`.
@@ -30,7 +30,7 @@ pub struct GenerateArgs {
     /// Most tokens to generate.
     #[arg(long, default_value_t = 256)]
     max_tokens: usize,
-    /// Sampling temperature; 0 = greedy (deterministic).
+    /// Sampling temperature; 0 (or anything under 1e-4) = greedy (deterministic).
     #[arg(long, default_value_t = 0.0)]
     temperature: f32,
     /// Nucleus sampling: keep the smallest set of tokens with this much probability (1 = off).
@@ -244,9 +244,9 @@ fn render_prompt(loaded: &LoadedModel, prompt: &str, chat: bool, system: Option<
     }
     let mut messages = Vec::new();
     if let Some(system) = system {
-        messages.push(ChatMessage::new("system", system));
+        messages.push(ChatMessage::new(ChatRole::System, system));
     }
-    messages.push(ChatMessage::new("user", prompt));
+    messages.push(ChatMessage::new(ChatRole::User, prompt));
     Ok(loaded.template.render(&messages, true)?)
 }
 
