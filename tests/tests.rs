@@ -29,6 +29,8 @@ mod engine_stress;
 
 // Constrained decoding: masks against brute force, valid calls in every mode.
 mod constrain_masks;
+// Outside text never becomes control tokens.
+mod control_tokens;
 mod tool_calls;
 
 // The OpenAI server: handlers, errors, streaming, and a real socket.

@@ -23,6 +23,32 @@ pub struct ToolDef {
     pub parameters: Value,
 }
 
+impl ToolDef {
+    /// This definition with `text` applied to every piece of its text: the
+    /// name, the description and every string of the schema, keys included
+    /// (how a prompt builder rewrites outside text before rendering it).
+    pub fn map_text(&self, mut text: impl FnMut(&str) -> String) -> ToolDef {
+        ToolDef {
+            name: text(&self.name),
+            description: text(&self.description),
+            parameters: map_json_text(&self.parameters, &mut text),
+        }
+    }
+}
+
+fn map_json_text(value: &Value, text: &mut impl FnMut(&str) -> String) -> Value {
+    match value {
+        Value::String(string) => Value::String(text(string)),
+        Value::Array(items) => Value::Array(items.iter().map(|item| map_json_text(item, text)).collect()),
+        Value::Object(map) => Value::Object(
+            map.iter()
+                .map(|(key, item)| (text(key), map_json_text(item, text)))
+                .collect(),
+        ),
+        other => other.clone(),
+    }
+}
+
 /// A tool set, validated and compiled: names plus one schema arena.
 #[derive(Debug, Clone)]
 pub struct CompiledTools {

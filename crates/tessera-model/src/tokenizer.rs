@@ -40,6 +40,8 @@ pub struct GgufVocab {
 #[derive(Clone)]
 pub struct Tokenizer {
     pub(crate) inner: tokenizers::Tokenizer,
+    /// `inner` with special-token parsing off (built on first use).
+    plain: std::sync::OnceLock<tokenizers::Tokenizer>,
     /// Ids that end generation (end-of-sequence and end-of-turn tokens).
     stop_ids: Vec<u32>,
     bos: Option<String>,
@@ -81,6 +83,7 @@ impl Tokenizer {
     fn wrap(inner: tokenizers::Tokenizer) -> Self {
         let mut tokenizer = Self {
             inner,
+            plain: std::sync::OnceLock::new(),
             stop_ids: Vec::new(),
             bos: None,
             eos: None,
@@ -136,13 +139,44 @@ impl Tokenizer {
         self.inner.get_vocab_size(true)
     }
 
-    /// Encode text; special-token text (`<|im_start|>`) becomes its single id.
+    /// Encode text; special-token text (`<|im_start|>`) becomes its single id
+    /// (for text the caller owns: a raw prompt, a template's output without
+    /// outside text; see [`crate::Protected`] for text from outside).
     pub fn encode(&self, text: &str) -> Result<Vec<u32>> {
         let encoding = self
             .inner
             .encode(text, false)
             .map_err(|e| ModelError::Tokenizer(format!("encoding: {e}")))?;
         Ok(encoding.get_ids().to_vec())
+    }
+
+    /// Encode text with special-token parsing off: control-token text
+    /// (`<|im_end|>`) is tokenized as the plain text it is (user-defined
+    /// tokens such as Qwen's `<tool_call>` still match, as in llama.cpp).
+    pub fn encode_plain(&self, text: &str) -> Result<Vec<u32>> {
+        let plain = self.plain.get_or_init(|| {
+            let mut plain = self.inner.clone();
+            plain.set_encode_special_tokens(true);
+            plain
+        });
+        let encoding = plain
+            .encode(text, false)
+            .map_err(|e| ModelError::Tokenizer(format!("encoding: {e}")))?;
+        Ok(encoding.get_ids().to_vec())
+    }
+
+    /// The texts of the special (control) tokens, longest first.
+    pub fn special_token_texts(&self) -> Vec<String> {
+        let mut texts: Vec<String> = self
+            .inner
+            .get_added_tokens_decoder()
+            .values()
+            .filter(|token| token.special && !token.content.is_empty())
+            .map(|token| token.content.clone())
+            .collect();
+        texts.sort_by(|a, b| b.len().cmp(&a.len()).then_with(|| a.cmp(b)));
+        texts.dedup();
+        texts
     }
 
     /// Decode ids to text, special tokens included as their text.

@@ -13,6 +13,7 @@ use serde_json::json;
 use std::sync::Arc;
 use tessera_constrain::{AllowedTool, CallMode, ConstrainError, ResponseSchema, ToolChoice, ToolDef};
 use tessera_engine::{Constraint, Field, GenerateRequest, ToolConstraint};
+use tessera_model::Protected;
 use tessera_sample::SamplingParams;
 
 /// A validated request and how to answer it.
@@ -40,16 +41,20 @@ pub fn chat_job(state: &OpenAi, body: ChatRequest, session: Option<String>) -> R
     unsupported(&body)?;
     let defs = tool_defs(body.tools.as_deref().unwrap_or_default());
     let format = state.engine.call_format();
-    let messages = chat_messages(&body.messages, &defs, format)?;
+    let mut protected = Protected::new(state.engine.tokenizer());
+    let messages = chat_messages(&body.messages, &defs, format, &mut protected)?;
     let text = state
         .engine
         .template()
         .render(&messages, true)
         .map_err(|error| OpenAiError::invalid("messages", format!("the chat template rejected them: {error}")))?;
-    let prompt = state
-        .engine
-        .encode_prompt(&text)
-        .map_err(|error| OpenAiError::internal("tokenizing a prompt", error))?;
+    // Outside text that spells a control token is tokenized as the plain text it
+    // is; without any, the prompt may replay the engine's own earlier tokens.
+    let prompt = match protected.is_empty() {
+        true => state.engine.encode_prompt(&text),
+        false => state.engine.tokenizer().encode_protected(&text, &protected),
+    }
+    .map_err(|error| OpenAiError::internal("tokenizing a prompt", error))?;
     let tools = tool_constraint(state, &defs, body.tool_choice.as_ref(), body.parallel_tool_calls)?;
     let response_schema = response_schema(state, body.response_format.as_ref())?;
     let schema_warnings: Vec<String> = tools

@@ -10,7 +10,7 @@ use crate::api::{Content, Message, Role, ToolKind, ToolSpec};
 use crate::InvalidRequest;
 use serde_json::{json, Value};
 use tessera_constrain::{tools_prompt, CallFormat, Envelope, ToolDef};
-use tessera_model::{ChatMessage, ChatRole};
+use tessera_model::{ChatMessage, ChatRole, Protected};
 
 /// The tool definitions of a request, validated for shape (names and schemas
 /// are checked when the set compiles).
@@ -36,20 +36,30 @@ pub fn tool_defs(tools: &[ToolSpec]) -> Vec<ToolDef> {
 /// The chat messages the template renders: the tool section joined to the
 /// first system message (or a system message of its own), earlier calls and
 /// tool results written in the model's call format.
+///
+/// Every piece of outside text (contents, results, earlier calls' names and
+/// arguments, tool names, descriptions and schemas) goes through `protected`,
+/// so that only the template's own text can become control tokens (tokenize
+/// the rendered prompt with `Tokenizer::encode_protected`).
 pub fn chat_messages(
     messages: &[Message],
     tools: &[ToolDef],
     format: CallFormat,
+    protected: &mut Protected,
 ) -> Result<Vec<ChatMessage>, InvalidRequest> {
     if messages.is_empty() {
         return Err(InvalidRequest::new("messages", "at least one message is required"));
     }
     let mut rendered = Vec::with_capacity(messages.len() + 1);
     for (i, message) in messages.iter().enumerate() {
-        rendered.push(render_message(i, message, format)?);
+        rendered.push(render_message(i, message, format, protected)?);
     }
     if !tools.is_empty() {
-        let section = tools_prompt(tools, format);
+        let tools: Vec<ToolDef> = tools
+            .iter()
+            .map(|tool| tool.map_text(|text| protected.protect(text)))
+            .collect();
+        let section = tools_prompt(&tools, format);
         match rendered.first_mut().filter(|m| m.role == ChatRole::System) {
             Some(system) => system.content = format!("{}\n\n{section}", system.content),
             None => rendered.insert(0, ChatMessage::new(ChatRole::System, section)),
@@ -58,8 +68,13 @@ pub fn chat_messages(
     Ok(rendered)
 }
 
-fn render_message(i: usize, message: &Message, format: CallFormat) -> Result<ChatMessage, InvalidRequest> {
-    let text = content_text(message.content.as_ref());
+fn render_message(
+    i: usize,
+    message: &Message,
+    format: CallFormat,
+    protected: &mut Protected,
+) -> Result<ChatMessage, InvalidRequest> {
+    let text = protected.protect(&content_text(message.content.as_ref()));
     match message.role {
         Role::System | Role::Developer => Ok(ChatMessage::new(ChatRole::System, text)),
         Role::User => Ok(ChatMessage::new(ChatRole::User, text)),
@@ -74,9 +89,12 @@ fn render_message(i: usize, message: &Message, format: CallFormat) -> Result<Cha
                         format!("not valid JSON: {error}"),
                     )
                 })?;
-                parsed.push((call.function.name.as_str(), arguments));
+                parsed.push((protected.protect(&call.function.name), protected.protect(&arguments)));
             }
-            let calls: Vec<(&str, &str)> = parsed.iter().map(|(name, args)| (*name, args.as_str())).collect();
+            let calls: Vec<(&str, &str)> = parsed
+                .iter()
+                .map(|(name, args)| (name.as_str(), args.as_str()))
+                .collect();
             Ok(ChatMessage::new(
                 ChatRole::Assistant,
                 text + &Envelope::new(format).render_calls(&calls),

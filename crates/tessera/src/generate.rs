@@ -8,9 +8,9 @@ use anyhow::{bail, Context, Result};
 use std::io::{IsTerminal, Read, Write};
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
-use tessera_constrain::{tools_prompt, CallFormat};
+use tessera_constrain::{tools_prompt, CallFormat, ToolDef};
 use tessera_engine::{Constraint, EngineConfig, EngineHandle, Event, GenerateRequest};
-use tessera_model::{ChatMessage, ChatRole, LoadedModel};
+use tessera_model::{ChatMessage, ChatRole, LoadedModel, Protected};
 use tessera_sample::SamplingParams;
 
 /// Arguments of `tessera generate`.
@@ -18,10 +18,13 @@ use tessera_sample::SamplingParams;
 pub struct GenerateArgs {
     #[command(flatten)]
     model: ModelArgs,
-    /// The prompt; read from stdin when absent.
+    /// The prompt; read from stdin when absent. Raw, it is your own text:
+    /// control-token text such as `<|im_start|>` is that control token.
     #[arg(long, short)]
     prompt: Option<String>,
-    /// Wrap the prompt in the model's chat template as a user message.
+    /// Wrap the prompt in the model's chat template as a user message. Then
+    /// the prompt, --system and --tools are outside text: only the template
+    /// emits control tokens, and `<|im_end|>` in them is plain text.
     #[arg(long)]
     chat: bool,
     /// A system message (implies --chat).
@@ -114,14 +117,13 @@ pub fn run(args: GenerateArgs) -> Result<()> {
         .transpose()?;
     let prompt_text = read_prompt(args.prompt.as_deref())?;
     let loaded = load_model(&args.model)?;
-    let format = CallFormat::detect(loaded.template.source());
-    let system = match (&tool_defs, args.system.as_deref()) {
-        (Some(tools), Some(system)) => Some(format!("{system}\n\n{}", tools_prompt(tools, format))),
-        (Some(tools), None) => Some(tools_prompt(tools, format)),
-        (None, system) => system.map(str::to_string),
-    };
-    let text = render_prompt(&loaded, &prompt_text, args.chat, system.as_deref())?;
-    let prompt = loaded.tokenizer.encode(&text)?;
+    let prompt = prompt_tokens(
+        &loaded,
+        &prompt_text,
+        args.chat,
+        args.system.as_deref(),
+        tool_defs.as_deref(),
+    )?;
     if prompt.is_empty() {
         bail!("the prompt is empty");
     }
@@ -237,17 +239,40 @@ fn read_prompt(given: Option<&str>) -> Result<String> {
     Ok(text)
 }
 
-fn render_prompt(loaded: &LoadedModel, prompt: &str, chat: bool, system: Option<&str>) -> Result<String> {
-    if !chat && system.is_none() {
-        // Plain completion (with --tools the system prompt makes it a chat).
-        return Ok(prompt.to_string());
+/// The prompt's tokens. A raw prompt (no `--chat`, `--system` or `--tools`)
+/// is the caller's own text and keeps special-token parsing (`<|im_start|>`
+/// is the control token); in a chat, the prompt, the system text and the
+/// tools are outside the template and never become control tokens.
+fn prompt_tokens(
+    loaded: &LoadedModel,
+    prompt: &str,
+    chat: bool,
+    system: Option<&str>,
+    tools: Option<&[ToolDef]>,
+) -> Result<Vec<u32>> {
+    if !chat && system.is_none() && tools.is_none() {
+        return Ok(loaded.tokenizer.encode(prompt)?);
     }
+    let mut protected = Protected::new(&loaded.tokenizer);
+    let format = CallFormat::detect(loaded.template.source());
+    let section = tools.map(|tools| {
+        let tools: Vec<ToolDef> = tools
+            .iter()
+            .map(|t| t.map_text(|text| protected.protect(text)))
+            .collect();
+        tools_prompt(&tools, format)
+    });
+    let system = match (system.map(|text| protected.protect(text)), section) {
+        (Some(system), Some(section)) => Some(format!("{system}\n\n{section}")),
+        (system, section) => system.or(section),
+    };
     let mut messages = Vec::new();
     if let Some(system) = system {
         messages.push(ChatMessage::new(ChatRole::System, system));
     }
-    messages.push(ChatMessage::new(ChatRole::User, prompt));
-    Ok(loaded.template.render(&messages, true)?)
+    messages.push(ChatMessage::new(ChatRole::User, protected.protect(prompt)));
+    let text = loaded.template.render(&messages, true)?;
+    Ok(loaded.tokenizer.encode_protected(&text, &protected)?)
 }
 
 fn report_json(timing: &Timing) {

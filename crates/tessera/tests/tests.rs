@@ -5,6 +5,8 @@ mod common;
 
 // `tessera agent`, in process and against `tessera serve`.
 mod cli_agent;
+// `--chat` prompts never become control tokens; raw prompts keep them.
+mod cli_control_tokens;
 // Bad input to `tessera generate` and `check-device`: one clear line, a non-zero exit.
 mod cli_errors;
 // `--kv-cache-dir`: a second run reuses the saved prefix.
