@@ -136,7 +136,7 @@ fn compile(c: &mut Criterion) {
     group.bench_function("50 tools", |b| {
         b.iter(|| CompiledTools::compile(&tools).expect("compiles"))
     });
-    let mut cache = tessera_constrain::ToolSetCache::new(8);
+    let cache = tessera_constrain::ToolSetCache::new(8);
     cache.get_or_compile(&tools).expect("compiles");
     group.bench_function("50 tools, cached by content", |b| {
         b.iter(|| cache.get_or_compile(&tools).expect("cached"))

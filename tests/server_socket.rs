@@ -123,3 +123,83 @@ async fn shutdown_lets_an_in_flight_stream_finish() {
     // And the port is closed.
     assert!(TcpStream::connect(address).await.is_err());
 }
+
+/// `GET path`, answered whole.
+async fn get(address: SocketAddr, path: &str) -> String {
+    let mut socket = TcpStream::connect(address).await.unwrap();
+    let request = format!("GET {path} HTTP/1.1\r\nHost: {address}\r\nConnection: close\r\n\r\n");
+    socket.write_all(request.as_bytes()).await.unwrap();
+    read_all(socket).await
+}
+
+/// A chat request carrying `count` tools, distinct per `variant` (so each compiles).
+fn many_tools(count: usize, variant: usize) -> Value {
+    let tools: Vec<Value> = (0..count)
+        .map(|i| {
+            json!({"type": "function", "function": {
+                "name": format!("tool_{i}"), "description": format!("Looks up item {i} (set {variant})."),
+                "parameters": {"type": "object", "properties": {
+                    "query": {"type": "string", "minLength": 1, "pattern": "^[a-z ]+$"},
+                    "limit": {"type": "integer", "minimum": 1, "maximum": 50}},
+                    "required": ["query"]}}})
+        })
+        .collect();
+    json!({"messages": [{"role": "user", "content": "hi"}], "tools": tools, "max_tokens": 1})
+}
+
+/// Rendering, tokenizing and compiling 8 concurrent requests of 2,000 tools
+/// run on blocking threads: `/health` keeps answering on the async workers.
+/// The target is a p99 under 50 ms (measured 14–25 ms, BENCHMARKS.md). The
+/// test's bound is relative, for shared machines where other tests run
+/// beside it: p99 under 5% of the burst (about 1%, measured). With validation
+/// on the async workers one probe waited 228 ms of a 1.6 s burst (14%) and
+/// only two probes fit.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn health_stays_fast_while_large_tool_sets_are_validated() {
+    let (address, engine, stop, server) = start().await;
+    let burst = Instant::now();
+    let requests: Vec<_> = (0..8)
+        .map(|variant| {
+            let body = many_tools(2000, variant);
+            tokio::spawn(async move { read_all(open(address, "/v1/chat/completions", &body).await).await })
+        })
+        .collect();
+    let mut latencies = Vec::new();
+    while !requests.iter().all(|request| request.is_finished()) {
+        let asked = Instant::now();
+        let response = get(address, "/health").await;
+        latencies.push(asked.elapsed());
+        assert!(response.starts_with("HTTP/1.1 200"), "{response}");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let burst = burst.elapsed();
+    for request in requests {
+        let response = request.await.unwrap();
+        // 2,000 tools fill the model's context: a 400 naming `messages`, after the work.
+        assert!(
+            response.starts_with("HTTP/1.1 400"),
+            "{}",
+            &response[..response.len().min(400)]
+        );
+        assert!(response.contains("\"param\":\"messages\""), "{response}");
+    }
+    latencies.sort();
+    let quantile = |q: f64| latencies[((latencies.len() - 1) as f64 * q).round() as usize];
+    println!(
+        "/health during 8 × 2,000-tool validations ({burst:?}): {} probes, p50 {:?}, p99 {:?}, max {:?}",
+        latencies.len(),
+        quantile(0.5),
+        quantile(0.99),
+        quantile(1.0)
+    );
+    assert!(latencies.len() >= 5, "the burst lasted long enough to probe");
+    // Relative to the burst, so a machine busy with other tests slows both alike.
+    assert!(
+        quantile(0.99) * 20 < burst,
+        "p99 {:?} is over 5% of the burst ({burst:?})",
+        quantile(0.99)
+    );
+    wait_idle(&engine).await;
+    stop.send(()).unwrap();
+    server.await.unwrap().unwrap();
+}

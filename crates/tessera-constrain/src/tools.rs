@@ -7,7 +7,8 @@ use crate::schema::{NodeId, SchemaArena, SchemaOptions};
 use crate::{AllowedTool, ConstrainError};
 use serde_json::Value;
 use std::hash::{Hash, Hasher};
-use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 
 /// Longest tool name accepted.
 pub const MAX_NAME_LEN: usize = 64;
@@ -222,14 +223,26 @@ impl CompiledTools {
 }
 
 /// Compiled tool sets by the canonical hash of their list, so a tool list sent
-/// with every request of a session is compiled once. Bounded: least recently
-/// used sets are dropped beyond `capacity`.
+/// with every request of a session is compiled once. Shared by reference
+/// between threads: the lock is held only to find or insert a set's slot,
+/// never across a compile, so different sets compile in parallel and requests
+/// for one new set wait for its single compile. Bounded: least recently used
+/// sets are dropped beyond `capacity`.
 #[derive(Debug)]
 pub struct ToolSetCache {
     capacity: usize,
     options: SchemaOptions,
-    /// (hash, the definitions, their compiled set), most recently used last.
-    sets: Vec<(u64, Vec<ToolDef>, Arc<CompiledTools>)>,
+    /// Most recently used last.
+    sets: Mutex<Vec<CachedSet>>,
+    compiles: AtomicUsize,
+}
+
+/// One tool list's slot: filled once, by the first request that needs it.
+#[derive(Debug)]
+struct CachedSet {
+    hash: u64,
+    defs: Vec<ToolDef>,
+    compiled: Arc<OnceLock<Result<Arc<CompiledTools>, ConstrainError>>>,
 }
 
 impl ToolSetCache {
@@ -243,42 +256,64 @@ impl ToolSetCache {
         Self {
             capacity: capacity.max(1),
             options,
-            sets: Vec::new(),
+            sets: Mutex::new(Vec::new()),
+            compiles: AtomicUsize::new(0),
         }
     }
 
-    /// The compiled set for `tools`, compiling it on a miss. A hit needs equal
-    /// definitions, not only an equal hash (a crafted collision gets its own set).
-    pub fn get_or_compile(&mut self, tools: &[ToolDef]) -> Result<Arc<CompiledTools>, ConstrainError> {
+    /// The compiled set for `tools`, compiling it on a miss (a refused list's
+    /// error is kept too). A hit needs equal definitions, not only an equal
+    /// hash (a crafted collision gets its own set).
+    pub fn get_or_compile(&self, tools: &[ToolDef]) -> Result<Arc<CompiledTools>, ConstrainError> {
+        let slot = self.slot(tools);
+        slot.get_or_init(|| {
+            self.compiles.fetch_add(1, Ordering::Relaxed);
+            CompiledTools::compile_with(tools, self.options).map(Arc::new)
+        })
+        .clone()
+    }
+
+    /// The slot of `tools`, found or made (the lock is held only here).
+    fn slot(&self, tools: &[ToolDef]) -> Arc<OnceLock<Result<Arc<CompiledTools>, ConstrainError>>> {
         let hash = tools_hash(tools);
-        if let Some(at) = self.sets.iter().position(|(h, defs, _)| *h == hash && defs == tools) {
-            let entry = self.sets.remove(at);
-            let set = entry.2.clone();
-            self.sets.push(entry);
-            return Ok(set);
+        let mut sets = self.sets.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(at) = sets.iter().position(|set| set.hash == hash && set.defs == tools) {
+            let set = sets.remove(at);
+            let slot = set.compiled.clone();
+            sets.push(set);
+            return slot;
         }
-        let set = Arc::new(CompiledTools::compile_with(tools, self.options)?);
-        if self.sets.len() == self.capacity {
-            self.sets.remove(0);
+        if sets.len() == self.capacity {
+            sets.remove(0);
         }
-        self.sets.push((hash, tools.to_vec(), set.clone()));
-        Ok(set)
+        let compiled = Arc::new(OnceLock::new());
+        sets.push(CachedSet {
+            hash,
+            defs: tools.to_vec(),
+            compiled: compiled.clone(),
+        });
+        compiled
     }
 
     /// The compiled response schema for `schema`, compiling it on a miss
     /// (cached beside the tool sets).
-    pub fn get_or_compile_response(&mut self, schema: &Value) -> Result<ResponseSchema, ConstrainError> {
+    pub fn get_or_compile_response(&self, schema: &Value) -> Result<ResponseSchema, ConstrainError> {
         ResponseSchema::from_compiled(self.get_or_compile(&[response_entry(schema)]))
     }
 
     /// Number of sets held.
     pub fn len(&self) -> usize {
-        self.sets.len()
+        self.sets.lock().unwrap_or_else(PoisonError::into_inner).len()
     }
 
     /// Whether no set is held.
     pub fn is_empty(&self) -> bool {
-        self.sets.is_empty()
+        self.len() == 0
+    }
+
+    /// How many compiles have run (a test of the single compile per set).
+    pub fn compiles(&self) -> usize {
+        self.compiles.load(Ordering::Relaxed)
     }
 }
 
@@ -332,7 +367,7 @@ mod tests {
 
     #[test]
     fn the_cache_compiles_each_list_once_keyed_by_canonical_content() {
-        let mut cache = ToolSetCache::new(2);
+        let cache = ToolSetCache::new(2);
         // Same content, keys in a different order: one canonical hash, one compilation.
         let a = [tool("a", json!({"type": "object", "properties": {"x": {}, "y": {}}}))];
         let a_again = [tool(
@@ -351,5 +386,29 @@ mod tests {
             "the least recently used set was dropped"
         );
         assert!(cache.get_or_compile(&[tool("", json!({}))]).is_err());
+    }
+
+    #[test]
+    fn concurrent_requests_for_one_new_set_compile_it_once() {
+        let cache = ToolSetCache::new(4);
+        let tools: Vec<ToolDef> = (0..300)
+            .map(|i| {
+                tool(
+                    &format!("tool_{i}"),
+                    json!({"type": "object", "properties": {"path": {"type": "string", "pattern": "^[a-z]+/[0-9]{2,4}$"}}}),
+                )
+            })
+            .collect();
+        let sets: Vec<_> = std::thread::scope(|scope| {
+            let handles: Vec<_> = (0..4)
+                .map(|_| scope.spawn(|| cache.get_or_compile(&tools).unwrap()))
+                .collect();
+            handles.into_iter().map(|h| h.join().unwrap()).collect()
+        });
+        assert_eq!(cache.compiles(), 1, "one compile for four requests");
+        assert!(sets.iter().all(|set| std::sync::Arc::ptr_eq(set, &sets[0])));
+        // While one set compiles, another is found without waiting for it.
+        cache.get_or_compile(&[tool("other", json!({}))]).unwrap();
+        assert_eq!(cache.compiles(), 2);
     }
 }

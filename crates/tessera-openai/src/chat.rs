@@ -223,21 +223,16 @@ fn tool_constraint(
         (false, None) => tool_choice(CallMode::Auto, None),
         (false, Some(spec)) => parse_choice(spec)?,
     };
-    let tools = state
-        .tool_sets
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
-        .get_or_compile(defs)
-        .map_err(|error| {
-            let param = match &error {
-                ConstrainError::InvalidSchema { tool, path, .. } => defs
-                    .iter()
-                    .position(|def| &def.name == tool)
-                    .map(|i| format!("tools[{i}].function.parameters{}", pointer_as_field_path(path))),
-                _ => None,
-            };
-            OpenAiError::invalid(param.unwrap_or_else(|| "tools".into()), error.to_string())
-        })?;
+    let tools = state.tool_sets.get_or_compile(defs).map_err(|error| {
+        let param = match &error {
+            ConstrainError::InvalidSchema { tool, path, .. } => defs
+                .iter()
+                .position(|def| &def.name == tool)
+                .map(|i| format!("tools[{i}].function.parameters{}", pointer_as_field_path(path))),
+            _ => None,
+        };
+        OpenAiError::invalid(param.unwrap_or_else(|| "tools".into()), error.to_string())
+    })?;
     // A single forced function is called once, as OpenAI does.
     let single = choice.mode == CallMode::Required
         && choice
@@ -334,8 +329,6 @@ fn response_schema(state: &OpenAi, format: Option<&ResponseFormat>) -> Result<Op
     };
     state
         .tool_sets
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
         .get_or_compile_response(&schema)
         .map(Some)
         .map_err(|error| {

@@ -3,7 +3,7 @@
 //! compiled tool sets.
 
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use tessera_constrain::{SchemaOptions, ToolSetCache};
 use tessera_engine::EngineHandle;
 
@@ -41,7 +41,7 @@ pub const DEFAULT_MAX_TOKENS: usize = 1024;
 pub struct OpenAi {
     pub(crate) engine: EngineHandle,
     pub(crate) config: Arc<OpenAiConfig>,
-    pub(crate) tool_sets: Arc<Mutex<ToolSetCache>>,
+    pub(crate) tool_sets: Arc<ToolSetCache>,
     next_id: Arc<AtomicU64>,
     started: u64,
 }
@@ -60,7 +60,7 @@ impl OpenAi {
         Self {
             engine,
             config: Arc::new(config),
-            tool_sets: Arc::new(Mutex::new(ToolSetCache::with_options(TOOL_SETS_KEPT, schemas))),
+            tool_sets: Arc::new(ToolSetCache::with_options(TOOL_SETS_KEPT, schemas)),
             next_id: Arc::new(AtomicU64::new(1)),
             started,
         }

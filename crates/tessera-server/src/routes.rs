@@ -15,7 +15,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
 use serde_json::json;
-use tessera_openai::{chat_job, completion_job};
+use tessera_openai::{chat_job, completion_job, Job, OpenAi, OpenAiError};
 
 /// Header naming the client's session (preferred over the body's `user`).
 pub const SESSION_HEADER: &str = "x-session-id";
@@ -73,8 +73,13 @@ async fn chat_completions(
     headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> Response {
-    let job = parse::<ChatRequest>(body, state.config.max_body_bytes)
-        .and_then(|request| chat_job(&state.openai, request, session(&headers)).map_err(ApiError::from));
+    let job = match parse::<ChatRequest>(body, state.config.max_body_bytes) {
+        Ok(request) => {
+            let session = session(&headers);
+            off_the_runtime(&state, move |openai| chat_job(openai, request, session)).await
+        }
+        Err(error) => Err(error),
+    };
     match job {
         Ok(job) => {
             let warnings = job.schema_warnings.clone();
@@ -88,6 +93,21 @@ async fn chat_completions(
             response
         }
         Err(error) => error.into_response(),
+    }
+}
+
+/// Validate a request on a blocking thread: rendering the template,
+/// tokenizing and compiling a tool set are CPU work of up to seconds, which
+/// on the async workers would stall every other connection (`/health`,
+/// streams). The tool-set cache is shared without a lock across a compile.
+async fn off_the_runtime(
+    state: &AppState,
+    validate: impl FnOnce(&OpenAi) -> Result<Job, OpenAiError> + Send + 'static,
+) -> Result<Job, ApiError> {
+    let openai = state.openai.clone();
+    match tokio::task::spawn_blocking(move || validate(&openai)).await {
+        Ok(job) => job.map_err(ApiError::from),
+        Err(error) => Err(ApiError::internal("validating a request", &error)),
     }
 }
 
@@ -108,8 +128,13 @@ async fn completions(
     headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> Response {
-    let job = parse::<CompletionRequest>(body, state.config.max_body_bytes)
-        .and_then(|request| completion_job(&state.openai, request, session(&headers)).map_err(ApiError::from));
+    let job = match parse::<CompletionRequest>(body, state.config.max_body_bytes) {
+        Ok(request) => {
+            let session = session(&headers);
+            off_the_runtime(&state, move |openai| completion_job(openai, request, session)).await
+        }
+        Err(error) => Err(error),
+    };
     match job {
         Ok(job) => answer(&state, job).await,
         Err(error) => error.into_response(),
