@@ -37,6 +37,9 @@ mod tool_calls;
 mod server_api;
 mod server_socket;
 
+// Fuzzing the parsers of outside bytes: GGUF, the persisted cache, requests.
+mod fuzz;
+
 // The agent in process on example tasks.
 mod agent;
 

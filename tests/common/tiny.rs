@@ -102,3 +102,63 @@ pub fn write_tiny_model(dir: &Path, family: Family) {
     }
     candle_core::safetensors::save(&tensors, dir.join("model.safetensors")).unwrap();
 }
+
+/// A tiny random Llama as one GGUF file's bytes (Q8_0 matrices, F32 norms, a
+/// byte-level BPE over 32 tokens): the input the GGUF fuzz target mutates.
+pub fn tiny_gguf() -> Vec<u8> {
+    use candle_core::quantized::gguf_file::{self, Value};
+    use candle_core::quantized::{GgmlDType, QTensor};
+    const HIDDEN_G: usize = 32;
+    const FFN_G: usize = 64;
+    const VOCAB_G: usize = 32;
+    // A control token, the pieces of the one merge, then single letters.
+    let words = ["<|endoftext|>", "t", "0", "t0"].into_iter().map(str::to_string);
+    let letters = ('a'..='z').chain('A'..='Z').map(String::from);
+    let tokens: Vec<Value> = words.chain(letters).take(VOCAB_G).map(Value::String).collect();
+    let types: Vec<Value> = (0..VOCAB_G).map(|i| Value::I32(if i == 0 { 3 } else { 1 })).collect();
+    let metadata: Vec<(&str, Value)> = vec![
+        ("general.architecture", Value::String("llama".into())),
+        ("general.alignment", Value::U32(32)),
+        ("llama.block_count", Value::U32(1)),
+        ("llama.context_length", Value::U32(256)),
+        ("llama.embedding_length", Value::U32(HIDDEN_G as u32)),
+        ("llama.feed_forward_length", Value::U32(FFN_G as u32)),
+        ("llama.attention.head_count", Value::U32(2)),
+        ("llama.attention.head_count_kv", Value::U32(1)),
+        ("llama.attention.layer_norm_rms_epsilon", Value::F32(1e-5)),
+        ("llama.rope.freq_base", Value::F32(10_000.0)),
+        ("tokenizer.ggml.model", Value::String("gpt2".into())),
+        ("tokenizer.ggml.tokens", Value::Array(tokens)),
+        ("tokenizer.ggml.merges", Value::Array(vec![Value::String("t 0".into())])),
+        ("tokenizer.ggml.token_type", Value::Array(types)),
+        ("tokenizer.ggml.eos_token_id", Value::U32(0)),
+    ];
+    let matrix = |seed: u64, rows: usize, cols: usize| {
+        let values = Tensor::from_vec(random(seed, rows * cols, 0.5), (rows, cols), &Device::Cpu).unwrap();
+        QTensor::quantize(&values, GgmlDType::Q8_0).unwrap()
+    };
+    let norm = |seed: u64| {
+        let values = Tensor::from_vec(random(seed, HIDDEN_G, 1.0), HIDDEN_G, &Device::Cpu).unwrap();
+        QTensor::quantize(&values, GgmlDType::F32).unwrap()
+    };
+    let kv = HIDDEN_G / 2;
+    let tensors: Vec<(&str, QTensor)> = vec![
+        ("token_embd.weight", matrix(1, VOCAB_G, HIDDEN_G)),
+        ("output_norm.weight", norm(2)),
+        ("output.weight", matrix(3, VOCAB_G, HIDDEN_G)),
+        ("blk.0.attn_norm.weight", norm(4)),
+        ("blk.0.attn_q.weight", matrix(5, HIDDEN_G, HIDDEN_G)),
+        ("blk.0.attn_k.weight", matrix(6, kv, HIDDEN_G)),
+        ("blk.0.attn_v.weight", matrix(7, kv, HIDDEN_G)),
+        ("blk.0.attn_output.weight", matrix(8, HIDDEN_G, HIDDEN_G)),
+        ("blk.0.ffn_norm.weight", norm(9)),
+        ("blk.0.ffn_gate.weight", matrix(10, FFN_G, HIDDEN_G)),
+        ("blk.0.ffn_up.weight", matrix(11, FFN_G, HIDDEN_G)),
+        ("blk.0.ffn_down.weight", matrix(12, HIDDEN_G, FFN_G)),
+    ];
+    let metadata: Vec<(&str, &Value)> = metadata.iter().map(|(k, v)| (*k, v)).collect();
+    let tensors: Vec<(&str, &QTensor)> = tensors.iter().map(|(k, v)| (*k, v)).collect();
+    let mut bytes = std::io::Cursor::new(Vec::new());
+    gguf_file::write(&mut bytes, &metadata, &tensors).unwrap();
+    bytes.into_inner()
+}

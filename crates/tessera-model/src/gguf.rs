@@ -177,26 +177,7 @@ impl GgufSource {
         if !own || self.dequantize || requantized || !cols.is_multiple_of(dtype.block_size()) {
             return Ok(None);
         }
-        let start = self.content.tensor_data_offset.saturating_add(info.offset);
-        let file_len = self
-            .reader
-            .get_ref()
-            .metadata()
-            .map_err(|e| ModelError::io(&self.path, e))?
-            .len();
-        let len = rows
-            .checked_mul(cols)
-            .and_then(|values| (values / dtype.block_size()).checked_mul(dtype.type_size()))
-            .filter(|&len| start.checked_add(len as u64).is_some_and(|end| end <= file_len));
-        let Some(len) = len else {
-            return Err(ModelError::Corrupt {
-                path: self.path.clone(),
-                format: "GGUF",
-                reason: format!(
-                    "tensor `{name}` of shape [{rows}, {cols}] at {start} runs past the file's {file_len} bytes"
-                ),
-            });
-        };
+        let (start, len) = self.extent(name)?;
         let corrupt = |e: std::io::Error| ModelError::Corrupt {
             path: self.path.clone(),
             format: "GGUF",
@@ -214,6 +195,48 @@ impl GgufSource {
     }
 }
 
+impl GgufSource {
+    /// Where tensor `name`'s bytes lie: (start, length), checked to lie
+    /// inside the file with no overflow. candle's reader multiplies the
+    /// header's dimensions unchecked, so a damaged header's product can wrap
+    /// to a small size that passes its bound and then allocate the true,
+    /// huge one; every read of tensor data goes through this check first.
+    fn extent(&self, name: &str) -> Result<(u64, usize)> {
+        let info = self
+            .content
+            .tensor_infos
+            .get(name)
+            .ok_or_else(|| ModelError::missing("tensor", name))?;
+        let dtype = info.ggml_dtype;
+        let dims = info.shape.dims();
+        let start = self.content.tensor_data_offset.checked_add(info.offset);
+        let file_len = self
+            .reader
+            .get_ref()
+            .metadata()
+            .map_err(|e| ModelError::io(&self.path, e))?
+            .len();
+        let len = dims
+            .iter()
+            .try_fold(1usize, |n, &d| n.checked_mul(d))
+            .filter(|values| values.is_multiple_of(dtype.block_size()))
+            .and_then(|values| (values / dtype.block_size()).checked_mul(dtype.type_size()));
+        match (start, len) {
+            (Some(start), Some(len)) if start.checked_add(len as u64).is_some_and(|end| end <= file_len) => {
+                Ok((start, len))
+            }
+            _ => Err(ModelError::Corrupt {
+                path: self.path.clone(),
+                format: "GGUF",
+                reason: format!(
+                    "tensor `{name}` of shape {dims:?} ({dtype:?}) at offset {} does not fit in the file's {file_len} bytes",
+                    info.offset
+                ),
+            }),
+        }
+    }
+}
+
 impl TensorSource for GgufSource {
     fn has(&self, name: &str) -> bool {
         self.content.tensor_infos.contains_key(name)
@@ -228,9 +251,7 @@ impl TensorSource for GgufSource {
     }
 
     fn qtensor(&mut self, name: &str) -> Result<QTensor> {
-        if !self.has(name) {
-            return Err(ModelError::missing("tensor", name));
-        }
+        self.extent(name)?;
         self.content
             .tensor(&mut self.reader, name, &Device::Cpu)
             .map_err(|e| ModelError::Corrupt {

@@ -151,7 +151,10 @@ fn load_blocks(config: &ModelConfig, source: &mut dyn TensorSource, names: &Weig
         }
         results
     });
-    let mut blocks = Vec::with_capacity(config.num_layers);
+    // Not `with_capacity(num_layers)`: the count is the file's claim, and a
+    // damaged header's 2^32 layers would abort the process before the first
+    // missing tensor is found (the GGUF fuzz target's first find).
+    let mut blocks = Vec::new();
     for run in results {
         blocks.extend(run?);
     }
@@ -207,7 +210,7 @@ fn load_block(config: &ModelConfig, source: &mut dyn TensorSource, names: &Weigh
     let down_proj = fused(&[(8, hidden, ffn)], None)?;
     let mut norm = |index: usize| -> Result<RmsNorm> {
         Ok(RmsNorm::new(
-            to_vec(&source.dense(&name(names.layer[index]))?)?,
+            vector(source, &name(names.layer[index]), hidden)?,
             config.rms_norm_eps,
         ))
     };
@@ -222,7 +225,14 @@ fn load_block(config: &ModelConfig, source: &mut dyn TensorSource, names: &Weigh
 }
 
 /// A 1-D weight of exactly `len` values.
+/// A vector of `len` values; its shape is checked before its data is read.
 fn vector(source: &mut dyn TensorSource, name: &str, len: usize) -> Result<Vec<f32>> {
+    let shape = source.shape(name)?;
+    if shape.iter().try_fold(1usize, |n, &d| n.checked_mul(d)) != Some(len) {
+        return Err(ModelError::InvalidConfig(format!(
+            "`{name}` has shape {shape:?}, expected {len} values"
+        )));
+    }
     let values = to_vec(&source.dense(name)?)?;
     if values.len() != len {
         return Err(ModelError::InvalidConfig(format!(
