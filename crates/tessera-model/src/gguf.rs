@@ -163,11 +163,7 @@ impl GgufSource {
     /// dequantized or requantized copy): one read, no candle copy, so the
     /// load repacks straight from the file's bytes.
     fn own_kernel_matrix(&mut self, name: &str) -> Result<Option<Matrix>> {
-        let info = self
-            .content
-            .tensor_infos
-            .get(name)
-            .ok_or_else(|| ModelError::missing("tensor", name))?;
+        let info = self.info(name)?;
         let dtype = info.ggml_dtype;
         let own = crate::matrix::kernel_format(dtype).is_some() || crate::matrix::half_kind(dtype).is_some();
         let requantized = self.repack_q4_1 && dtype == GgmlDType::Q4_1;
@@ -196,17 +192,20 @@ impl GgufSource {
 }
 
 impl GgufSource {
+    fn info(&self, name: &str) -> Result<&candle_core::quantized::gguf_file::TensorInfo> {
+        self.content
+            .tensor_infos
+            .get(name)
+            .ok_or_else(|| ModelError::missing("tensor", name))
+    }
+
     /// Where tensor `name`'s bytes lie: (start, length), checked to lie
     /// inside the file with no overflow. candle's reader multiplies the
     /// header's dimensions unchecked, so a damaged header's product can wrap
     /// to a small size that passes its bound and then allocate the true,
     /// huge one; every read of tensor data goes through this check first.
     fn extent(&self, name: &str) -> Result<(u64, usize)> {
-        let info = self
-            .content
-            .tensor_infos
-            .get(name)
-            .ok_or_else(|| ModelError::missing("tensor", name))?;
+        let info = self.info(name)?;
         let dtype = info.ggml_dtype;
         let dims = info.shape.dims();
         let start = self.content.tensor_data_offset.checked_add(info.offset);
