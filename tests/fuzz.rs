@@ -92,21 +92,39 @@ fn the_tiny_gguf_loads() {
     assert!(pool.num_blocks() > 0);
 }
 
+/// The tiny GGUF with the u32 metadata value of `key` set to `value`.
+fn tiny_gguf_with(key: &[u8], value: u32) -> Vec<u8> {
+    let mut bytes = crate::common::tiny::tiny_gguf();
+    let at = bytes.windows(key.len()).position(|w| w == key).unwrap() + key.len();
+    assert_eq!(bytes[at..at + 4], 4u32.to_le_bytes(), "a u32 value follows");
+    bytes[at + 4..at + 8].copy_from_slice(&value.to_le_bytes());
+    bytes
+}
+
 /// Found by the fuzz target: a header claiming 2^32 − 1 layers made the
 /// loader reserve room for them all, and the allocation aborted the process.
 #[test]
 fn a_huge_block_count_is_an_error_not_an_abort() {
-    let mut bytes = crate::common::tiny::tiny_gguf();
-    let key = b"llama.block_count";
-    let at = bytes.windows(key.len()).position(|w| w == key).unwrap() + key.len();
-    assert_eq!(bytes[at..at + 4], 4u32.to_le_bytes(), "a u32 value follows");
-    bytes[at + 4..at + 8].copy_from_slice(&u32::MAX.to_le_bytes());
+    let bytes = tiny_gguf_with(b"llama.block_count", u32::MAX);
     let dir = tempfile::tempdir().unwrap();
     let path = write(dir.path(), "model.gguf", &bytes);
     let Err(error) = LoadedModel::load(&ModelLocation::Gguf(path), &LoadOptions::default()) else {
         panic!("the missing layers are an error");
     };
     assert!(error.to_string().contains("blk.1"), "{error}");
+}
+
+/// Found by the fuzz target: an alignment of 0 divided by zero in candle's
+/// header reader.
+#[test]
+fn an_alignment_of_zero_is_an_error_not_a_panic() {
+    let bytes = tiny_gguf_with(b"general.alignment", 0);
+    let dir = tempfile::tempdir().unwrap();
+    let path = write(dir.path(), "model.gguf", &bytes);
+    let Err(error) = LoadedModel::load(&ModelLocation::Gguf(path), &LoadOptions::default()) else {
+        panic!("an alignment of 0 is an error");
+    };
+    assert!(error.to_string().contains("malformed"), "{error}");
 }
 
 proptest! {

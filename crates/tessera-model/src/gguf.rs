@@ -14,6 +14,7 @@ use candle_core::quantized::{GgmlDType, QTensor};
 use candle_core::{Device, Tensor};
 use std::fs::File;
 use std::io::{BufReader, Read, Seek, SeekFrom};
+use std::panic::AssertUnwindSafe;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -31,11 +32,19 @@ impl GgufSource {
     pub fn open(path: &Path) -> Result<Self> {
         let file = File::open(path).map_err(|e| ModelError::io(path, e))?;
         let mut reader = BufReader::new(file);
-        let content = Content::read(&mut reader).map_err(|e| ModelError::Corrupt {
+        let corrupt = |reason: String| ModelError::Corrupt {
             path: path.to_path_buf(),
             format: "GGUF",
-            reason: e.to_string(),
-        })?;
+            reason,
+        };
+        // candle's header reader divides by `general.alignment` unchecked: a
+        // damaged file's 0 panics inside it. That panic is the file's fault
+        // and is reported as such (found by the GGUF fuzz target).
+        let content = match std::panic::catch_unwind(AssertUnwindSafe(|| Content::read(&mut reader))) {
+            Ok(Ok(content)) => content,
+            Ok(Err(error)) => return Err(corrupt(error.to_string())),
+            Err(_) => return Err(corrupt("the header is malformed (e.g. an alignment of 0)".into())),
+        };
         Ok(Self {
             path: path.to_path_buf(),
             content: Arc::new(content),

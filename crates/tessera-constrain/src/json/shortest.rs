@@ -31,6 +31,11 @@ pub(crate) struct Shortest {
 }
 
 impl Shortest {
+    /// The length of the longest of the nodes' shortest values.
+    pub fn longest(&self) -> u32 {
+        self.len.iter().flatten().copied().max().unwrap_or(0)
+    }
+
     pub fn new(arena: &SchemaArena) -> Self {
         let primitive: Vec<Option<Vec<u8>>> = arena.nodes.iter().map(|node| primitive(arena, node)).collect();
         let mut len: Vec<Option<u32>> = primitive.iter().map(|p| p.as_ref().map(|b| b.len() as u32)).collect();
@@ -253,9 +258,11 @@ fn container_len(node: &Node, len: &[Option<u32>]) -> Option<u32> {
     match node {
         // A `oneOf`'s estimate until its value is found (see `Shortest::new`).
         Node::Union(alternatives) | Node::OneOf(alternatives) => alternatives.iter().filter_map(|&a| of(a)).min(),
-        Node::Array(shape) => {
-            (0..shape.min).try_fold(2u32, |total, i| Some(total + of(shape.item(i)?)? + u32::from(i > 0)))
-        }
+        // Checked sums: nested minimums multiply, and a wrapped length would
+        // pass for a short one.
+        Node::Array(shape) => (0..shape.min).try_fold(2u32, |total, i| {
+            total.checked_add(of(shape.item(i)?)?)?.checked_add(u32::from(i > 0))
+        }),
         Node::Object(shape) => {
             let entry = |i: usize| Some(escape_key(&shape.names[i]).len() as u32 + 3 + of(shape.props[i])?);
             let mut total = 2u32;
@@ -263,7 +270,7 @@ fn container_len(node: &Node, len: &[Option<u32>]) -> Option<u32> {
                 .filter(|i| shape.required >> i & 1 != 0)
                 .collect();
             for &i in &required {
-                total += entry(i)?;
+                total = total.checked_add(entry(i)?)?;
             }
             let mut optional: Vec<u32> = (0..shape.props.len())
                 .filter(|&i| (shape.required | shape.forbidden) >> i & 1 == 0)
@@ -274,9 +281,14 @@ fn container_len(node: &Node, len: &[Option<u32>]) -> Option<u32> {
             // Past the declared keys, undeclared ones: an estimate (`"k":0`);
             // the completion searches their names.
             let undeclared = short.saturating_sub(optional.len()) as u32;
-            total += optional[..short.min(optional.len())].iter().sum::<u32>() + undeclared * UNDECLARED_ENTRY;
+            let optional_len = optional[..short.min(optional.len())]
+                .iter()
+                .try_fold(0u32, |sum, &len| sum.checked_add(len))?;
+            total = total
+                .checked_add(optional_len)?
+                .checked_add(undeclared.checked_mul(UNDECLARED_ENTRY)?)?;
             let entries = required.len() + short;
-            Some(total + entries.saturating_sub(1) as u32)
+            total.checked_add(u32::try_from(entries.saturating_sub(1)).ok()?)
         }
         _ => None,
     }

@@ -11,7 +11,7 @@
 
 use super::merge::Merger;
 use super::refs::Document;
-use super::{ArrayShape, Node, NodeId, ObjectRules, SchemaArena, MAX_DEPTH, MAX_PROPERTIES};
+use super::{ArrayShape, Node, NodeId, ObjectRules, SchemaArena, MAX_DEPTH, MAX_MIN_ITEMS, MAX_PROPERTIES};
 use crate::ConstrainError;
 use serde_json::{Map, Value};
 use std::collections::HashMap;
@@ -426,6 +426,11 @@ impl<'a> Compiler<'a> {
             }
         };
         let min = count(map, "minItems", at)?.unwrap_or(0);
+        if min > MAX_MIN_ITEMS {
+            return Err(at.child("minItems").error(format!(
+                "{min} is over the largest minItems supported ({MAX_MIN_ITEMS})"
+            )));
+        }
         let max = count(map, "maxItems", at)?.unwrap_or(u64::MAX);
         Ok(self.arena.array(ArrayShape {
             prefix,

@@ -3,7 +3,7 @@
 //! close within [`MAX_DEPTH`]), its shortest values, and the roots refused
 //! for having no value that ends.
 
-use super::{Node, NodeId, SchemaArena, MAX_DEPTH};
+use super::{Node, NodeId, SchemaArena, MAX_DEPTH, MAX_SHORTEST_BYTES};
 use crate::json::Shortest;
 use crate::ConstrainError;
 use std::collections::HashMap;
@@ -51,7 +51,19 @@ impl SchemaArena {
             self.finish();
             shortest = Shortest::new(self);
         }
+        let longest = shortest.longest();
         for (tool, root) in roots {
+            if longest > MAX_SHORTEST_BYTES {
+                return Err(ConstrainError::InvalidSchema {
+                    tool: tool.to_string(),
+                    path: "/".into(),
+                    message: format!(
+                        "a value in this schema (or another of its tool set) is {longest} bytes at its shortest \
+                         (minimum counts and lengths multiply through nesting), over the limit of \
+                         {MAX_SHORTEST_BYTES}"
+                    ),
+                });
+            }
             if self.need(root) > MAX_DEPTH {
                 return Err(ConstrainError::InvalidSchema {
                     tool: tool.to_string(),

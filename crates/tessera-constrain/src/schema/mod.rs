@@ -51,6 +51,14 @@ pub const MAX_DEPTH: u32 = 64;
 /// Longest string (in code points) a length bound may name; longer bounds are refused.
 pub const MAX_LENGTH_BOUND: u64 = 1 << 20;
 
+/// Largest `minItems`; larger ones are refused (no response holds that many,
+/// and the automaton's shortest values and completions count them one by one).
+pub const MAX_MIN_ITEMS: u64 = 4096;
+
+/// Longest shortest value any part of a schema may have (minimums multiply
+/// through nesting); a schema past it is refused when it compiles.
+pub const MAX_SHORTEST_BYTES: u32 = 16 << 20;
+
 /// A value shape.
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) enum Node {
