@@ -237,7 +237,7 @@ impl GgufSource {
                 path: self.path.clone(),
                 format: "GGUF",
                 reason: format!(
-                    "tensor `{name}` of shape {dims:?} ({dtype:?}) at offset {} does not fit in the file's {file_len} bytes",
+                    "tensor `{name}` of shape {dims:?} ({dtype:?}) at offset {} runs past the file's {file_len} bytes",
                     info.offset
                 ),
             }),
