@@ -27,7 +27,7 @@ const MARK_CLOSE: char = '\u{FDD1}';
 #[derive(Debug, Clone)]
 pub struct Protected {
     /// Control tokens' texts, longest first (a longer one wins at a position).
-    specials: Vec<String>,
+    specials: std::sync::Arc<[String]>,
     /// What each marker stands for, by index.
     originals: Vec<String>,
 }
@@ -143,7 +143,7 @@ mod tests {
         let mut specials: Vec<String> = specials.iter().map(|s| s.to_string()).collect();
         specials.sort_by_key(|s| std::cmp::Reverse(s.len()));
         Protected {
-            specials,
+            specials: specials.into(),
             originals: Vec::new(),
         }
     }

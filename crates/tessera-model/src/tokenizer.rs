@@ -42,6 +42,8 @@ pub struct Tokenizer {
     pub(crate) inner: tokenizers::Tokenizer,
     /// `inner` with special-token parsing off (built on first use).
     plain: std::sync::OnceLock<tokenizers::Tokenizer>,
+    /// The special tokens' texts, longest first (listed on first use).
+    special_texts: std::sync::OnceLock<std::sync::Arc<[String]>>,
     /// Ids that end generation (end-of-sequence and end-of-turn tokens).
     stop_ids: Vec<u32>,
     bos: Option<String>,
@@ -84,6 +86,7 @@ impl Tokenizer {
         let mut tokenizer = Self {
             inner,
             plain: std::sync::OnceLock::new(),
+            special_texts: std::sync::OnceLock::new(),
             stop_ids: Vec::new(),
             bos: None,
             eos: None,
@@ -165,18 +168,23 @@ impl Tokenizer {
         Ok(encoding.get_ids().to_vec())
     }
 
-    /// The texts of the special (control) tokens, longest first.
-    pub fn special_token_texts(&self) -> Vec<String> {
-        let mut texts: Vec<String> = self
-            .inner
-            .get_added_tokens_decoder()
-            .values()
-            .filter(|token| token.special && !token.content.is_empty())
-            .map(|token| token.content.clone())
-            .collect();
-        texts.sort_by(|a, b| b.len().cmp(&a.len()).then_with(|| a.cmp(b)));
-        texts.dedup();
-        texts
+    /// The texts of the special (control) tokens, longest first (listed
+    /// once; every chat request's protection reads them).
+    pub fn special_token_texts(&self) -> std::sync::Arc<[String]> {
+        self.special_texts
+            .get_or_init(|| {
+                let mut texts: Vec<String> = self
+                    .inner
+                    .get_added_tokens_decoder()
+                    .values()
+                    .filter(|token| token.special && !token.content.is_empty())
+                    .map(|token| token.content.clone())
+                    .collect();
+                texts.sort_by(|a, b| b.len().cmp(&a.len()).then_with(|| a.cmp(b)));
+                texts.dedup();
+                texts.into()
+            })
+            .clone()
     }
 
     /// Decode ids to text, special tokens included as their text.
