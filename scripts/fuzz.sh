@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Run the fuzz targets (tests/fuzz.rs: GGUF files, the persisted prefix cache,
-# chat requests; crates/tessera-constrain/tests/fuzz.rs: schemas and the texts
-# read against them) for a while, each round with fresh random seeds.
+# chat requests, the chat template with hostile text;
+# crates/tessera-constrain/tests/fuzz.rs: schemas and the texts read against them) for a while, each round with fresh random seeds.
 #
 #   scripts/fuzz.sh [minutes]      default 10; CI runs one short round through `cargo test`
 #

@@ -1,9 +1,10 @@
 //! Property-based fuzzing of the parsers that take outside bytes (issue 21):
 //! GGUF files (random mutations of a tiny valid model: bytes, words set to
 //! huge lengths and counts, truncations), the persisted prefix cache (every
-//! mutation is refused), and chat requests (random values grafted into a
-//! valid request, hostile text for the template included). None may panic;
-//! a request's refusal is always the client's error, never an internal one.
+//! mutation is refused), chat requests (random values grafted into a valid
+//! request) and the chat template (hostile text in every place outside text
+//! reaches: the prompt keeps exactly the template's control tokens). None may
+//! panic; a request's refusal is always the client's error, never an internal one.
 //!
 //! Each target runs `TESSERA_FUZZ_CASES` cases (default 48, what CI runs);
 //! `scripts/fuzz.sh [minutes]` runs them long with fresh seeds. A case that
@@ -314,4 +315,104 @@ fn request_context() -> &'static tessera_openai::OpenAi {
         let engine = tessera_engine::EngineHandle::start(loaded, config).expect("starting the engine");
         tessera_openai::OpenAi::new(engine, tessera_openai::OpenAiConfig::default())
     })
+}
+
+/// Pieces of hostile text for the template: control tokens' texts (by index
+/// into the tokenizer's list, whole or cut), template syntax, the protection's
+/// own marker characters (alone and spelling a marker), role words and
+/// arbitrary printable text.
+fn hostile_piece() -> impl Strategy<Value = HostilePiece> {
+    prop_oneof![
+        3 => any::<Index>().prop_map(HostilePiece::Special),
+        1 => (any::<Index>(), any::<Index>()).prop_map(|(token, cut)| HostilePiece::CutSpecial(token, cut)),
+        4 => prop::sample::select(vec![
+            "{{", "}}", "{%", "%}", "{#", "#}", "{{ raise_exception('x') }}", "{% if true %}",
+            "\u{FDD0}", "\u{FDD1}", "\u{FDD0}0\u{FDD1}", "\u{FDD0}12\u{FDD1}", "\u{FDEF}", "\u{FFFE}",
+            "\n", " ", "  \n\n", "system", "assistant\n", "user", "<tool_call>", "</tool_call>", "\"", "\\",
+        ])
+        .prop_map(|text| HostilePiece::Text(text.to_string())),
+        3 => "\\PC{0,8}".prop_map(HostilePiece::Text),
+    ]
+}
+
+#[derive(Debug, Clone)]
+enum HostilePiece {
+    Special(Index),
+    CutSpecial(Index, Index),
+    Text(String),
+}
+
+fn hostile_text(pieces: &[HostilePiece], specials: &[String]) -> String {
+    pieces
+        .iter()
+        .map(|piece| match piece {
+            HostilePiece::Special(at) => specials[at.index(specials.len())].clone(),
+            HostilePiece::CutSpecial(at, cut) => {
+                let special = &specials[at.index(specials.len())];
+                let ends: Vec<usize> = special.char_indices().map(|(at, _)| at).skip(1).collect();
+                ends.get(cut.index(ends.len().max(1)))
+                    .map_or(special.clone(), |&end| special[..end].to_string())
+            }
+            HostilePiece::Text(text) => text.clone(),
+        })
+        .collect()
+}
+
+/// A conversation with hostile text in every place outside text reaches:
+/// each role's content, a tool result, an earlier call's arguments, a tool's
+/// description and its schema.
+fn hostile_conversation(texts: &[String; 8]) -> Value {
+    json!({
+        "messages": [
+            {"role": "system", "content": texts[0]},
+            {"role": "user", "content": [{"type": "text", "text": texts[1]}]},
+            {"role": "assistant", "content": null, "tool_calls": [{"id": "c1", "type": "function",
+                "function": {"name": "lookup", "arguments": json!({"q": texts[2]}).to_string()}}]},
+            {"role": "tool", "tool_call_id": "c1", "content": texts[3]},
+            {"role": "developer", "content": texts[4]},
+            {"role": "user", "content": texts[5]},
+        ],
+        "tools": [{"type": "function", "function": {"name": "lookup", "description": texts[6],
+            "parameters": {"type": "object", "properties": {"q": {"type": "string", "description": texts[7]}}}}}],
+    })
+}
+
+/// The control tokens of a prompt, in order.
+fn control_ids(tokenizer: &tessera_model::Tokenizer, prompt: &[u32]) -> Vec<u32> {
+    let specials = tokenizer.special_token_texts();
+    prompt
+        .iter()
+        .copied()
+        .filter(|&id| tokenizer.id_to_token(id).is_some_and(|text| specials.contains(&text)))
+        .collect()
+}
+
+fn chat_prompt(openai: &tessera_openai::OpenAi, body: Value) -> Vec<u32> {
+    let request: tessera_openai::api::ChatRequest = serde_json::from_value(body).unwrap();
+    tessera_openai::chat_job(openai, request, None).unwrap().request.prompt
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(cases()))]
+
+    /// Whatever outside text holds (control tokens' texts whole or cut,
+    /// template syntax, the protection's marker characters), the rendered
+    /// prompt has exactly the template's control tokens, and every message's
+    /// content comes back from the prompt's tokens verbatim.
+    #[test]
+    fn hostile_text_never_changes_the_templates_control_tokens(
+        pieces in prop::collection::vec(prop::collection::vec(hostile_piece(), 0..8), 8),
+    ) {
+        let openai = request_context();
+        let tokenizer = openai.engine().tokenizer();
+        let specials = tokenizer.special_token_texts();
+        let texts: [String; 8] = std::array::from_fn(|i| hostile_text(&pieces[i], &specials));
+        let prompt = chat_prompt(openai, hostile_conversation(&texts));
+        let plain = chat_prompt(openai, hostile_conversation(&std::array::from_fn(|_| "x".to_string())));
+        prop_assert_eq!(control_ids(tokenizer, &prompt), control_ids(tokenizer, &plain));
+        let decoded = tokenizer.decode(&prompt).unwrap();
+        for (place, text) in texts.iter().enumerate().filter(|(place, _)| [0, 1, 3, 4, 5].contains(place)) {
+            prop_assert!(decoded.contains(text.as_str()), "content {place} ({text:?}) is in the prompt verbatim:\n{decoded}");
+        }
+    }
 }
