@@ -5,7 +5,7 @@
 
 use serde_json::{json, Value};
 use tessera_engine::{EngineConfig, EngineHandle};
-use tessera_model::{LoadOptions, Protected, Tokenizer};
+use tessera_model::{LoadOptions, Protected};
 use tessera_openai::api::ChatRequest;
 use tessera_openai::prompt::chat_messages;
 use tessera_openai::{chat_job, OpenAi, OpenAiConfig};
@@ -19,16 +19,6 @@ fn openai() -> OpenAi {
 fn prompt_of(openai: &OpenAi, body: Value) -> Vec<u32> {
     let request: ChatRequest = serde_json::from_value(body).unwrap();
     chat_job(openai, request, None).unwrap().request.prompt
-}
-
-/// The control tokens of a prompt, in order.
-fn control_ids(tokenizer: &Tokenizer, prompt: &[u32]) -> Vec<u32> {
-    let specials = tokenizer.special_token_texts();
-    prompt
-        .iter()
-        .copied()
-        .filter(|&id| tokenizer.id_to_token(id).is_some_and(|text| specials.contains(&text)))
-        .collect()
 }
 
 fn contains(haystack: &[u32], needle: &[u32]) -> bool {
@@ -67,8 +57,8 @@ fn outside_text_that_spells_control_tokens_stays_plain_text() {
     let attacked = prompt_of(&openai, conversation(&hostile));
     let plain = prompt_of(&openai, conversation("x"));
     assert_eq!(
-        control_ids(tokenizer, &attacked),
-        control_ids(tokenizer, &plain),
+        crate::common::control_ids(tokenizer, &attacked),
+        crate::common::control_ids(tokenizer, &plain),
         "the prompt has exactly the template's control tokens"
     );
     let as_text = tokenizer.encode_plain(&hostile).unwrap();

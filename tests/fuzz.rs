@@ -377,16 +377,6 @@ fn hostile_conversation(texts: &[String; 8]) -> Value {
     })
 }
 
-/// The control tokens of a prompt, in order.
-fn control_ids(tokenizer: &tessera_model::Tokenizer, prompt: &[u32]) -> Vec<u32> {
-    let specials = tokenizer.special_token_texts();
-    prompt
-        .iter()
-        .copied()
-        .filter(|&id| tokenizer.id_to_token(id).is_some_and(|text| specials.contains(&text)))
-        .collect()
-}
-
 fn chat_prompt(openai: &tessera_openai::OpenAi, body: Value) -> Vec<u32> {
     let request: tessera_openai::api::ChatRequest = serde_json::from_value(body).unwrap();
     tessera_openai::chat_job(openai, request, None).unwrap().request.prompt
@@ -409,7 +399,10 @@ proptest! {
         let texts: [String; 8] = std::array::from_fn(|i| hostile_text(&pieces[i], &specials));
         let prompt = chat_prompt(openai, hostile_conversation(&texts));
         let plain = chat_prompt(openai, hostile_conversation(&std::array::from_fn(|_| "x".to_string())));
-        prop_assert_eq!(control_ids(tokenizer, &prompt), control_ids(tokenizer, &plain));
+        prop_assert_eq!(
+            crate::common::control_ids(tokenizer, &prompt),
+            crate::common::control_ids(tokenizer, &plain)
+        );
         let decoded = tokenizer.decode(&prompt).unwrap();
         for (place, text) in texts.iter().enumerate().filter(|(place, _)| [0, 1, 3, 4, 5].contains(place)) {
             prop_assert!(decoded.contains(text.as_str()), "content {place} ({text:?}) is in the prompt verbatim:\n{decoded}");

@@ -125,6 +125,16 @@ pub fn long_prompt() -> String {
 }
 
 /// Largest absolute difference between two equal-length slices.
+/// The control tokens of a prompt, in order.
+pub fn control_ids(tokenizer: &tessera_model::Tokenizer, prompt: &[u32]) -> Vec<u32> {
+    let specials = tokenizer.special_token_texts();
+    prompt
+        .iter()
+        .copied()
+        .filter(|&id| tokenizer.id_to_token(id).is_some_and(|text| specials.contains(&text)))
+        .collect()
+}
+
 pub fn max_abs_diff(a: &[f32], b: &[f32]) -> f32 {
     assert_eq!(a.len(), b.len());
     a.iter().zip(b).map(|(x, y)| (x - y).abs()).fold(0.0, f32::max)
