@@ -18,6 +18,8 @@ import urllib.request
 
 from openai import OpenAI
 
+import prometheus
+
 SYSTEM = ("You are a careful assistant for a software team. Answer in one or two short sentences. "
           + " ".join(f"Rule {i}: keep answers about topic {i} brief and factual." for i in range(40)))
 TOOLS = [
@@ -30,13 +32,7 @@ TOOLS = [
 
 def metrics(base):
     with urllib.request.urlopen(f"{base}/metrics", timeout=30) as response:
-        text = response.read().decode()
-    values = {}
-    for line in text.splitlines():
-        if line and not line.startswith("#") and "{" not in line:
-            name, value = line.split(" ", 1)
-            values[name] = float(value)
-    return values
+        return prometheus.parse(response.read().decode())
 
 
 def client_run(client, index, requests, max_tokens, results, errors):

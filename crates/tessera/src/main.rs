@@ -87,7 +87,10 @@ fn pin_candle() {
     }
 }
 
+/// Logs go to stderr, colored only on a terminal (a log file or a pipe gets
+/// plain text, not escape codes around every field).
 fn init_logging(filter: &str) {
+    use std::io::IsTerminal;
     use tracing_subscriber::EnvFilter;
     let filter = EnvFilter::try_from_default_env()
         .or_else(|_| EnvFilter::try_new(filter))
@@ -95,5 +98,6 @@ fn init_logging(filter: &str) {
     tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
+        .with_ansi(std::io::stderr().is_terminal())
         .init();
 }
