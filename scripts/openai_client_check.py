@@ -82,10 +82,10 @@ def check_response(calls, finish, allowed, required, failures, where):
         failures.append(f"{where}: finish_reason {finish} with calls")
 
 
-def run_plain(client, prompt, choice, allowed, required, failures, where):
+def run_plain(client, prompt, choice, allowed, required, failures, where, **extra):
     reply = client.chat.completions.create(
         model="tessera", messages=[{"role": "user", "content": prompt}], tools=TOOLS, tool_choice=choice,
-        parallel_tool_calls=False, temperature=0, max_tokens=96)
+        parallel_tool_calls=False, temperature=0, max_tokens=96, **extra)
     choice0 = reply.choices[0]
     calls = [(c.function.name, c.function.arguments) for c in (choice0.message.tool_calls or [])]
     check_response(calls, choice0.finish_reason, allowed, required, failures, where)
@@ -94,11 +94,11 @@ def run_plain(client, prompt, choice, allowed, required, failures, where):
     return choice0.finish_reason
 
 
-def run_streamed(client, prompt, choice, allowed, required, failures, where):
+def run_streamed(client, prompt, choice, allowed, required, failures, where, **extra):
     stream = client.chat.completions.create(
         model="tessera", messages=[{"role": "user", "content": prompt}], tools=TOOLS, tool_choice=choice,
         parallel_tool_calls=False, temperature=0, max_tokens=96, stream=True,
-        stream_options={"include_usage": True})
+        stream_options={"include_usage": True}, **extra)
     calls, finish, usage = {}, None, None
     for chunk in stream:
         if chunk.usage is not None:
@@ -146,12 +146,13 @@ def extras(client, failures):
         failures.append("models: empty")
 
 
-def main():
-    base_url = sys.argv[1] if len(sys.argv) > 1 else "http://127.0.0.1:8080/v1"
-    client = OpenAI(base_url=base_url, api_key="unused", max_retries=0, timeout=600)
-    failures = []
+def run_all(client, modes, failures, extra_for=lambda label, i: {}):
+    """Every mode x prompt, plain and streamed, from concurrent clients (the
+    server batches them, as it would real users); then the README example and
+    the extras. Returns how many tool-choice runs there were and how many were
+    cut by max_tokens."""
     cases = [(label, choice, allowed, required, i, prompt, streamed)
-             for label, choice, allowed, required in MODES
+             for label, choice, allowed, required in modes
              for i, prompt in enumerate(PROMPTS)
              for streamed in (False, True)]
 
@@ -159,19 +160,28 @@ def main():
         label, choice, allowed, required, i, prompt, streamed = case
         where = f"{label} / prompt {i} / {'stream' if streamed else 'plain'}"
         run = run_streamed if streamed else run_plain
-        return run(client, prompt, choice, allowed, required, failures, where)
+        return run(client, prompt, choice, allowed, required, failures, where, **extra_for(label, i))
 
-    # Concurrent clients: the server batches them, as it would real users.
     with ThreadPoolExecutor(max_workers=8) as pool:
         finishes = list(pool.map(run_case, cases))
-    runs, cut = len(finishes), finishes.count("length")
     readme_example(client, failures)
     extras(client, failures)
-    print(f"{runs} tool-choice runs ({cut} cut by max_tokens), README example, json_schema, completion, models:"
-          f" {len(failures)} failures")
+    return len(finishes), finishes.count("length")
+
+
+def report(runs, cut, failures, what="README example, json_schema, completion, models"):
+    print(f"{runs} tool-choice runs ({cut} cut by max_tokens), {what}: {len(failures)} failures")
     for failure in failures:
         print("FAIL", failure)
     sys.exit(1 if failures else 0)
+
+
+def main():
+    base_url = sys.argv[1] if len(sys.argv) > 1 else "http://127.0.0.1:8080/v1"
+    client = OpenAI(base_url=base_url, api_key="unused", max_retries=0, timeout=600)
+    failures = []
+    runs, cut = run_all(client, MODES, failures)
+    report(runs, cut, failures)
 
 
 if __name__ == "__main__":

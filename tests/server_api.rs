@@ -13,16 +13,16 @@ use tessera_model::LoadOptions;
 use tessera_server::{router, AppState, ServerConfig};
 use tower::ServiceExt;
 
-fn engine(config: EngineConfig) -> EngineHandle {
+pub(crate) fn engine(config: EngineConfig) -> EngineHandle {
     EngineHandle::start(crate::common::load(&LoadOptions::default()), config).expect("starting the engine")
 }
 
-fn state(config: ServerConfig) -> AppState {
+pub(crate) fn state(config: ServerConfig) -> AppState {
     AppState::new(engine(EngineConfig::for_tokens(8192)), config)
 }
 
 /// Send `body` to `path` and read the status and the whole body.
-async fn send(
+pub(crate) async fn send(
     state: &AppState,
     method: &str,
     path: &str,
@@ -45,7 +45,7 @@ async fn send(
     (status, String::from_utf8(bytes.to_vec()).unwrap())
 }
 
-async fn post(state: &AppState, body: Value) -> (StatusCode, Value) {
+pub(crate) async fn post(state: &AppState, body: Value) -> (StatusCode, Value) {
     let (status, text) = send(state, "POST", "/v1/chat/completions", &body.to_string(), &[]).await;
     let value = serde_json::from_str(&text).unwrap_or_else(|e| panic!("{e}: {text}"));
     (status, value)
@@ -64,7 +64,7 @@ fn assert_error(status: StatusCode, body: &Value, expected: StatusCode, param: O
     assert!(message.contains(needle), "{needle:?} not in {message:?}");
 }
 
-fn tools() -> Value {
+pub(crate) fn tools() -> Value {
     json!([
         {"type": "function", "function": {"name": "get_weather", "description": "Weather for a city.",
             "parameters": {"type": "object", "properties": {"city": {"type": "string"}, "unit": {"enum": ["c", "f"]}}, "required": ["city"], "additionalProperties": false}}},
@@ -86,11 +86,11 @@ fn nested_arrays(depth: usize) -> Value {
     json!({"type": "object", "properties": {"list": list}, "required": ["list"]})
 }
 
-fn user(text: &str) -> Value {
+pub(crate) fn user(text: &str) -> Value {
     json!([{"role": "user", "content": text}])
 }
 
-async fn wait_for_baseline(state: &AppState) -> String {
+pub(crate) async fn wait_for_baseline(state: &AppState) -> String {
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
         let (_, text) = send(state, "GET", "/metrics", "", &[]).await;

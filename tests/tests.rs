@@ -36,6 +36,8 @@ mod tool_calls;
 // The OpenAI server: handlers, errors, streaming, and a real socket.
 mod server_api;
 mod server_socket;
+// Behind a router: the load report, the routing key as a session, gateway forms of tool_choice.
+mod cluster;
 
 // Fuzzing the parsers of outside bytes: GGUF, the persisted cache, requests.
 mod fuzz;

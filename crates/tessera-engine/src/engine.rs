@@ -119,6 +119,8 @@ impl Engine {
             kv_blocks_cached: stats.cached,
             kv_blocks_free: stats.free,
             kv_bytes_per_block: self.kv.allocated_bytes() / stats.total.max(1),
+            kv_block_tokens: self.config.block_size,
+            max_running: self.config.max_running,
             evicted_blocks: self.pool.counters().evicted_blocks,
             requests_running: self.scheduler.running.len(),
             requests_waiting: self.scheduler.waiting.len(),

@@ -103,6 +103,10 @@ pub struct EngineMetrics {
     pub kv_blocks_free: usize,
     /// Bytes of K/V storage per block (all layers, K and V).
     pub kv_bytes_per_block: usize,
+    /// Tokens a block holds.
+    pub kv_block_tokens: usize,
+    /// Most sequences running at once (the configured limit).
+    pub max_running: usize,
     /// Cached blocks evicted to make room.
     pub evicted_blocks: u64,
     /// Sequences running (prefilling or decoding).
@@ -145,6 +149,8 @@ impl Default for EngineMetrics {
             kv_blocks_cached: 0,
             kv_blocks_free: 0,
             kv_bytes_per_block: 0,
+            kv_block_tokens: 0,
+            max_running: 0,
             evicted_blocks: 0,
             requests_running: 0,
             requests_waiting: 0,

@@ -2,8 +2,8 @@
 //! that `cargo test` alone sets up a fresh clone: the shipped models (through
 //! `scripts/fetch-model.sh NAME`, which prints a line per piece and verifies
 //! the SHA-256), the official JSON Schema Test Suite (through
-//! `scripts/fetch-schema-suite.sh`) and the official `openai` client's venv
-//! (through `scripts/setup-openai-client.sh`). Both scripts take a lock, so parallel
+//! `scripts/fetch-schema-suite.sh`), the official `openai` client's venv
+//! (through `scripts/setup-openai-client.sh`) and SMG's (`scripts/setup-smg.sh`). Both scripts take a lock, so parallel
 //! test binaries wait for one fetch instead of racing. A fetch that fails
 //! fails the test loudly, with the script's own words; nothing is skipped.
 #![deny(missing_docs)]
@@ -81,6 +81,25 @@ pub fn openai_python() -> PathBuf {
             path
         })
         .clone()
+}
+
+/// The `smg` binary (SMG, the Shepherd Model Gateway, from PyPI), installed
+/// (once) in a venv outside the repository by `scripts/setup-smg.sh`.
+///
+/// # Panics
+/// When the install fails (the panic names the command to rerun).
+pub fn smg_binary() -> PathBuf {
+    static SMG: OnceLock<PathBuf> = OnceLock::new();
+    SMG.get_or_init(|| {
+        let out = run_script("scripts/setup-smg.sh", &[], "installing SMG");
+        let path = PathBuf::from(out.trim());
+        assert!(
+            path.is_file(),
+            "scripts/setup-smg.sh printed {out:?}, which is not a file"
+        );
+        path
+    })
+    .clone()
 }
 
 /// The official JSON Schema Test Suite's `draft2020-12` folder (from the

@@ -3,9 +3,9 @@
 
 use crate::answer::Endpoint;
 use crate::api::{
-    AllowedToolSpec, ChatRequest, ResponseFormat, ResponseFormatKind, StopSpec, StreamOptions, ToolChoiceKind,
-    ToolChoiceMode, ToolChoiceObject, ToolChoiceSpec,
+    ChatRequest, ResponseFormat, ResponseFormatKind, StopSpec, StreamOptions, ToolChoiceMode, ToolChoiceSpec,
 };
+use crate::choice::{parse_choice, tool_choice, EXTENSION_FIELD};
 use crate::prompt::{chat_messages, tool_defs};
 use crate::OpenAi;
 use crate::OpenAiError;
@@ -55,7 +55,11 @@ pub fn chat_job(state: &OpenAi, body: ChatRequest, session: Option<String>) -> R
         false => state.engine.tokenizer().encode_protected(&text, &protected),
     }
     .map_err(|error| OpenAiError::internal("tokenizing a prompt", error))?;
-    let tools = tool_constraint(state, &defs, body.tool_choice.as_ref(), body.parallel_tool_calls)?;
+    let choice = match &body.x_tessera_tool_choice {
+        Some(spec) => Some((spec, EXTENSION_FIELD)),
+        None => body.tool_choice.as_ref().map(|spec| (spec, "tool_choice")),
+    };
+    let tools = tool_constraint(state, &defs, choice, body.parallel_tool_calls)?;
     let response_schema = response_schema(state, body.response_format.as_ref())?;
     let schema_warnings: Vec<String> = tools
         .iter()
@@ -213,15 +217,15 @@ pub(crate) fn stop_strings(stop: Option<StopSpec>) -> Result<Vec<String>, OpenAi
 fn tool_constraint(
     state: &OpenAi,
     defs: &[ToolDef],
-    choice: Option<&ToolChoiceSpec>,
+    choice: Option<(&ToolChoiceSpec, &str)>,
     parallel: Option<bool>,
 ) -> Result<Option<ToolConstraint>, OpenAiError> {
     let choice = match (defs.is_empty(), choice) {
         (true, None) => return Ok(None),
-        (true, Some(ToolChoiceSpec::Mode(ToolChoiceMode::None))) => return Ok(None),
-        (true, Some(_)) => return Err(OpenAiError::invalid("tool_choice", "tool_choice needs `tools`")),
+        (true, Some((ToolChoiceSpec::Mode(ToolChoiceMode::None), _))) => return Ok(None),
+        (true, Some((_, field))) => return Err(OpenAiError::invalid(field, format!("{field} needs `tools`"))),
         (false, None) => tool_choice(CallMode::Auto, None),
-        (false, Some(spec)) => parse_choice(spec)?,
+        (false, Some((spec, field))) => parse_choice(spec, field)?,
     };
     let tools = state.tool_sets.get_or_compile(defs).map_err(|error| {
         let param = match &error {
@@ -246,63 +250,6 @@ fn tool_constraint(
             ..choice
         },
     }))
-}
-
-fn tool_choice(mode: CallMode, allowed: Option<Vec<AllowedTool>>) -> ToolChoice {
-    ToolChoice {
-        mode,
-        allowed,
-        parallel: true,
-    }
-}
-
-fn parse_choice(spec: &ToolChoiceSpec) -> Result<ToolChoice, OpenAiError> {
-    match spec {
-        ToolChoiceSpec::Mode(mode) => Ok(tool_choice(call_mode(*mode), None)),
-        ToolChoiceSpec::Object(object) => parse_choice_object(object),
-    }
-}
-
-fn call_mode(mode: ToolChoiceMode) -> CallMode {
-    match mode {
-        ToolChoiceMode::None => CallMode::None,
-        ToolChoiceMode::Auto => CallMode::Auto,
-        ToolChoiceMode::Required => CallMode::Required,
-    }
-}
-
-fn parse_choice_object(object: &ToolChoiceObject) -> Result<ToolChoice, OpenAiError> {
-    match (object.kind, &object.function, &object.allowed_tools) {
-        (ToolChoiceKind::Function, Some(function), _) => Ok(tool_choice(
-            CallMode::Required,
-            Some(vec![AllowedTool::parse(&function.name)]),
-        )),
-        (ToolChoiceKind::Function, None, _) => Err(OpenAiError::invalid(
-            "tool_choice.function",
-            "a named choice needs `function.name`",
-        )),
-        (ToolChoiceKind::AllowedTools, _, Some(allowed)) => {
-            if allowed.mode == ToolChoiceMode::None {
-                return Err(OpenAiError::invalid(
-                    "tool_choice.allowed_tools.mode",
-                    "must be auto or required",
-                ));
-            }
-            let names = allowed
-                .tools
-                .iter()
-                .map(|tool| match tool {
-                    AllowedToolSpec::Name(name) => AllowedTool::parse(name),
-                    AllowedToolSpec::Function { function } => AllowedTool::parse(&function.name),
-                })
-                .collect();
-            Ok(tool_choice(call_mode(allowed.mode), Some(names)))
-        }
-        (ToolChoiceKind::AllowedTools, _, None) => Err(OpenAiError::invalid(
-            "tool_choice.allowed_tools",
-            "an allowed_tools choice needs `allowed_tools`",
-        )),
-    }
 }
 
 /// `json_object` = any object; `json_schema` = its schema, through the same automaton.

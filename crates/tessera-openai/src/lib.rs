@@ -16,6 +16,7 @@
 pub mod answer;
 pub mod api;
 mod chat;
+pub mod choice;
 mod completions;
 mod context;
 mod error;

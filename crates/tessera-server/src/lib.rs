@@ -9,6 +9,7 @@
 #![deny(missing_docs)]
 
 mod body;
+mod cluster;
 mod error;
 mod metrics;
 mod respond;

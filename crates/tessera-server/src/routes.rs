@@ -19,6 +19,9 @@ use tessera_openai::{chat_job, completion_job, Job, OpenAi, OpenAiError};
 
 /// Header naming the client's session (preferred over the body's `user`).
 pub const SESSION_HEADER: &str = "x-session-id";
+/// SMG's routing key, which SMG forwards (it drops `X-Session-Id`): the
+/// session when no `X-Session-Id` is sent.
+pub const ROUTING_KEY_HEADER: &str = "x-smg-routing-key";
 
 /// Every route, with the body limit and (when configured) the API-key check.
 pub fn router(state: AppState) -> Router {
@@ -27,6 +30,7 @@ pub fn router(state: AppState) -> Router {
         .route("/v1/chat/completions", post(chat_completions))
         .route("/v1/completions", post(completions))
         .route("/v1/models", get(models))
+        .route("/v1/loads", get(crate::cluster::loads))
         .route("/metrics", get(metrics))
         .route_layer(middleware::from_fn_with_state(state.clone(), require_api_key));
     Router::new()
@@ -59,13 +63,16 @@ fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
     a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
+/// The client's session: `X-Session-Id`, else `X-SMG-Routing-Key`.
 fn session(headers: &HeaderMap) -> Option<String> {
-    headers
-        .get(SESSION_HEADER)
-        .and_then(|value| value.to_str().ok())
-        .map(str::trim)
-        .filter(|value| !value.is_empty())
-        .map(str::to_string)
+    [SESSION_HEADER, ROUTING_KEY_HEADER].iter().find_map(|name| {
+        headers
+            .get(*name)
+            .and_then(|value| value.to_str().ok())
+            .map(str::trim)
+            .filter(|value| !value.is_empty())
+            .map(str::to_string)
+    })
 }
 
 async fn chat_completions(

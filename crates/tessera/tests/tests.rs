@@ -15,3 +15,5 @@ mod cli_kv_cache_dir;
 mod cli_tools;
 // `tessera serve` driven by the official `openai` Python client.
 mod openai_client;
+// Two `tessera serve` replicas behind SMG (PyPI `smg`), driven by the same client.
+mod smg;

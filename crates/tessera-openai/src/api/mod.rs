@@ -27,6 +27,10 @@ pub struct ChatRequest {
     /// `none` | `auto` | `required` | a named function | an allowed-tools set.
     #[serde(default)]
     pub tool_choice: Option<ToolChoiceSpec>,
+    /// Replaces `tool_choice` when sent: carries a choice (a family such as
+    /// `browser_*`) through a gateway that refuses it in `tool_choice`.
+    #[serde(default)]
+    pub x_tessera_tool_choice: Option<ToolChoiceSpec>,
     /// Whether more than one call may be made (default true, as OpenAI).
     #[serde(default)]
     pub parallel_tool_calls: Option<bool>,
@@ -158,16 +162,22 @@ pub struct AllowedTools {
     pub tools: Vec<AllowedToolSpec>,
 }
 
-/// One allowed tool: `{"type": "function", "function": {"name": …}}` or a bare name.
+/// One allowed tool: a bare name, `{"type": "function", "function": {"name": …}}`
+/// (Chat Completions) or `{"type": "function", "name": …}` (the Responses API, SMG).
 #[derive(Debug, Clone, Deserialize)]
 #[serde(untagged)]
 pub enum AllowedToolSpec {
     /// A name, or `prefix*`.
     Name(String),
-    /// The OpenAI object form.
+    /// The Chat Completions object form.
     Function {
         /// The named function.
         function: NamedFunction,
+    },
+    /// The flat object form.
+    Flat {
+        /// A name, or `prefix*`.
+        name: String,
     },
 }
 

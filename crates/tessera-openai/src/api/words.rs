@@ -4,7 +4,7 @@
 //! word is refused with its path (`messages[2].role`) and nothing past this
 //! layer matches strings.
 
-use super::{AllowedTools, ContentPartText, NamedFunction};
+use super::{AllowedToolSpec, AllowedTools, ContentPartText, NamedFunction};
 use serde::de::value::{MapAccessDeserializer, SeqAccessDeserializer};
 use serde::de::{self, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde::Deserialize;
@@ -121,8 +121,9 @@ wire_words! {
 pub enum ToolChoiceSpec {
     /// `none`, `auto` or `required`.
     Mode(ToolChoiceMode),
-    /// `{"type": "function", "function": {"name": …}}` or
-    /// `{"type": "allowed_tools", "allowed_tools": {"mode": …, "tools": […]}}`.
+    /// `{"type": "function", "function": {"name": …}}` or an allowed set,
+    /// nested (`{"type": "allowed_tools", "allowed_tools": {"mode": …, "tools": […]}}`)
+    /// or flat (`{"type": "allowed_tools", "mode": …, "tools": […]}`).
     Object(ToolChoiceObject),
 }
 
@@ -135,9 +136,15 @@ pub struct ToolChoiceObject {
     /// For `function`: the name (a trailing `*` names a family).
     #[serde(default)]
     pub function: Option<NamedFunction>,
-    /// For `allowed_tools`.
+    /// For `allowed_tools`, nested.
     #[serde(default)]
     pub allowed_tools: Option<AllowedTools>,
+    /// For `allowed_tools`, flat (`{"type": "allowed_tools", "mode": …, "tools": […]}`).
+    #[serde(default)]
+    pub mode: Option<ToolChoiceMode>,
+    /// For `allowed_tools`, flat.
+    #[serde(default)]
+    pub tools: Option<Vec<AllowedToolSpec>>,
 }
 
 /// Deserialized by the JSON type it meets (not `untagged`, which would hide

@@ -15,8 +15,14 @@ pub fn real_model() -> String {
 
 /// Start `tessera serve` on a free port; returns the child and its base URL.
 pub fn serve() -> (Child, String) {
+    serve_with(&[])
+}
+
+/// `serve` with more arguments.
+pub fn serve_with(extra: &[&str]) -> (Child, String) {
     let mut child = Command::new(env!("CARGO_BIN_EXE_tessera"))
         .args(["serve", "--model", &real_model(), "--port", "0"])
+        .args(extra)
         .stderr(Stdio::piped())
         .spawn()
         .expect("running the tessera binary");
