@@ -1,12 +1,15 @@
 //! What a router in front of several replicas needs from one (issue 22):
 //! SMG's load poll, its routing key taken as the session, and the forms of
 //! `tool_choice` that pass its validation (the flat allowed set; a family
-//! carried in `x_tessera_tool_choice`).
+//! carried in `x_tessera_tool_choice`); the vLLM-compatible surface (`vllm:*`
+//! metrics, the render endpoints).
 
-use crate::server_api::{post, send, state, tools, user, wait_for_baseline};
+use crate::server_api::{engine, post, send, state, tools, user, wait_for_baseline};
 use axum::http::StatusCode;
 use serde_json::{json, Value};
-use tessera_server::ServerConfig;
+use tessera_engine::EngineConfig;
+use tessera_openai::{chat_job, completion_job, OpenAi, OpenAiConfig};
+use tessera_server::{AppState, ServerConfig};
 
 fn metric(text: &str, name: &str) -> f64 {
     text.lines()
@@ -114,4 +117,79 @@ async fn gateway_forms_of_tool_choice_are_obeyed() {
     assert_eq!(status, StatusCode::BAD_REQUEST, "{answer}");
     assert_eq!(answer["error"]["param"], "x_tessera_tool_choice.mode", "{answer}");
     wait_for_baseline(&state).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn render_returns_the_prompt_the_engine_prefills() {
+    let engine = engine(EngineConfig::for_tokens(8192));
+    let state = AppState::new(engine.clone(), ServerConfig::default());
+    let reference = OpenAi::new(engine, OpenAiConfig::default());
+    // Outside text that spells a control token, tools, a family: every step of validation shows.
+    let chat = json!({"messages": [{"role": "system", "content": "Be brief. <|im_end|>"},
+        {"role": "user", "content": "Open the docs."}], "tools": tools(),
+        "tool_choice": {"type": "function", "function": {"name": "browser_*"}}, "max_tokens": 40});
+    let (status, text) = send(&state, "POST", "/v1/chat/completions/render", &chat.to_string(), &[]).await;
+    assert_eq!(status, StatusCode::OK, "{text}");
+    let rendered: Value = serde_json::from_str(&text).unwrap();
+    let job = chat_job(&reference, serde_json::from_value(chat.clone()).unwrap(), None).unwrap();
+    let expected = reference.engine().render(job.request.clone()).unwrap();
+    assert!(
+        expected.len() > job.request.prompt.len() && expected.starts_with(&job.request.prompt),
+        "the forced call's opening is prefilled after the prompt"
+    );
+    assert_eq!(rendered["token_ids"], json!(expected));
+    assert_eq!(rendered["sampling_params"]["max_tokens"], 40);
+    let (status, answer) = post(&state, chat).await;
+    assert_eq!(status, StatusCode::OK, "{answer}");
+    assert_eq!(
+        answer["usage"]["prompt_tokens"],
+        json!(expected.len()),
+        "what the engine ran"
+    );
+
+    let completion = json!({"prompt": "One, two, three,", "max_tokens": 3});
+    let (status, text) = send(&state, "POST", "/v1/completions/render", &completion.to_string(), &[]).await;
+    assert_eq!(status, StatusCode::OK, "{text}");
+    let rendered: Value = serde_json::from_str(&text).unwrap();
+    let expected = completion_job(&reference, serde_json::from_value(completion).unwrap(), None).unwrap();
+    assert_eq!(
+        rendered,
+        json!([{"token_ids": expected.request.prompt, "features": null, "cache_salt": null,
+        "sampling_params": {"max_tokens": 3}}])
+    );
+
+    // A request its endpoint refuses is refused alike, naming the field.
+    let wrong = json!({"messages": user("Hi"), "tool_choice": "required"});
+    let (status, text) = send(&state, "POST", "/v1/chat/completions/render", &wrong.to_string(), &[]).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{text}");
+    assert!(text.contains("\"param\":\"tool_choice\""), "{text}");
+    wait_for_baseline(&state).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn metrics_carry_vllms_names_for_llm_d() {
+    let state = state(ServerConfig {
+        model_name: "smollm2".into(),
+        ..ServerConfig::default()
+    });
+    let (status, _) = post(&state, json!({"messages": user("Hello"), "max_tokens": 2})).await;
+    assert_eq!(status, StatusCode::OK);
+    let text = wait_for_baseline(&state).await;
+    let blocks = metric(&text, "tessera_kv_blocks_total");
+    for line in [
+        "vllm:num_requests_running{model_name=\"smollm2\"} 0".to_string(),
+        "vllm:num_requests_waiting{model_name=\"smollm2\"} 0".to_string(),
+        format!(
+            "vllm:cache_config_info{{block_size=\"16\",num_gpu_blocks=\"{blocks}\",enable_prefix_caching=\"True\"}} 1"
+        ),
+    ] {
+        assert!(text.lines().any(|l| l == line), "{line} missing from\n{text}");
+    }
+    let usage = text
+        .lines()
+        .find_map(|l| l.strip_prefix("vllm:kv_cache_usage_perc{model_name=\"smollm2\"} "))
+        .and_then(|v| v.parse::<f64>().ok())
+        .unwrap();
+    let held = metric(&text, "tessera_kv_blocks_used") + metric(&text, "tessera_kv_blocks_pinned");
+    assert_eq!(usage, held / blocks, "a fraction of the pool, as vLLM's");
 }

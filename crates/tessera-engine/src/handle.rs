@@ -135,13 +135,8 @@ impl EngineHandle {
 
     /// Validate `request` and queue it. Events stream back on the returned
     /// stream; dropping it cancels the request and frees its blocks.
-    pub fn submit(&self, mut request: GenerateRequest) -> Result<EventStream, EngineError> {
-        let mut matcher = self.constrain(&mut request)?;
-        self.validate(&request)?;
-        if let Some(matcher) = matcher.as_mut() {
-            self.check_budget(matcher, &request)?;
-        }
-        let sampler = Sampler::new(request.sampling.clone())?;
+    pub fn submit(&self, request: GenerateRequest) -> Result<EventStream, EngineError> {
+        let (request, matcher, sampler) = self.prepare(request)?;
         let limit = self.shared.max_waiting;
         let queued = self.shared.queued.fetch_add(1, Ordering::AcqRel);
         if queued >= limit {
@@ -163,6 +158,29 @@ impl EngineHandle {
             prefill,
             call_syntax,
         })
+    }
+
+    /// The tokens [`submit`](Self::submit) would prefill for `request` (its
+    /// prompt and the constraint's forced opening, such as `<tool_call>` and
+    /// a family's shared name prefix), validated exactly as `submit`
+    /// validates it, without queueing it.
+    pub fn render(&self, request: GenerateRequest) -> Result<Vec<u32>, EngineError> {
+        self.prepare(request).map(|(request, _, _)| request.prompt)
+    }
+
+    /// `request` validated, with its matcher (whose prefill is appended to
+    /// the prompt) and its sampler.
+    fn prepare(
+        &self,
+        mut request: GenerateRequest,
+    ) -> Result<(GenerateRequest, Option<ToolCallMatcher>, Sampler), EngineError> {
+        let mut matcher = self.constrain(&mut request)?;
+        self.validate(&request)?;
+        if let Some(matcher) = matcher.as_mut() {
+            self.check_budget(matcher, &request)?;
+        }
+        let sampler = Sampler::new(request.sampling.clone())?;
+        Ok((request, matcher, sampler))
     }
 
     /// The request's tool-call (or JSON-value) matcher, with its prefill (if any) appended to the prompt.

@@ -1,5 +1,12 @@
 //! What routers in front of several replicas read.
 //!
+//! The vLLM-compatible surface that llm-d's scheduler, vllm-router and
+//! Dynamo read: `vllm:*` gauges beside Tessera's own metrics, and
+//! `POST /v1/chat/completions/render` and `/v1/completions/render`, which
+//! validate a request exactly as its endpoint does and return the token ids
+//! the engine would prefill (`{"token_ids", "features", "cache_salt"}`, a list
+//! of one for completions, as vLLM answers), without running it.
+//!
 //! `GET /v1/loads` answers SMG's load poll in SGLang's shape (SMG polls it
 //! every 10 s, ignoring the query string it sends; it vetoes a replica whose
 //! `token_usage` (a 0–1 fraction) reaches 0.8 or whose waiting requests reach
@@ -8,13 +15,130 @@
 //! `GET /loads` stays a 404 on purpose: SMG tries it first and, on any 200,
 //! would poll only it.
 
+use crate::api::{ChatRequest, CompletionRequest};
+use crate::body::parse;
 use crate::error::ApiError;
+use crate::routes::off_the_runtime;
 use crate::AppState;
+use axum::body::Bytes;
+use axum::extract::rejection::BytesRejection;
 use axum::extract::State;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use serde_json::{json, Value};
+use std::fmt::Write;
 use tessera_engine::EngineMetrics;
+use tessera_openai::{chat_job, completion_job, Job, OpenAi, OpenAiError};
+
+/// `POST /v1/chat/completions/render`.
+pub async fn render_chat(State(state): State<AppState>, body: Result<Bytes, BytesRejection>) -> Response {
+    let rendered = match parse::<ChatRequest>(body, state.config.max_body_bytes) {
+        Ok(request) => off_the_runtime(&state, move |openai| render(openai, chat_job(openai, request, None)?)).await,
+        Err(error) => Err(error),
+    };
+    match rendered {
+        Ok(rendered) => Json(rendered).into_response(),
+        Err(error) => error.into_response(),
+    }
+}
+
+/// `POST /v1/completions/render`.
+pub async fn render_completion(State(state): State<AppState>, body: Result<Bytes, BytesRejection>) -> Response {
+    let rendered = match parse::<CompletionRequest>(body, state.config.max_body_bytes) {
+        Ok(request) => {
+            off_the_runtime(&state, move |openai| {
+                render(openai, completion_job(openai, request, None)?)
+            })
+            .await
+        }
+        Err(error) => Err(error),
+    };
+    match rendered {
+        Ok(rendered) => Json(json!([rendered])).into_response(),
+        Err(error) => error.into_response(),
+    }
+}
+
+/// vLLM's render answer for a validated job: what the engine would prefill.
+fn render(openai: &OpenAi, job: Job) -> Result<Value, OpenAiError> {
+    let max_tokens = job.request.max_tokens;
+    let tokens = openai
+        .engine()
+        .render(job.request)
+        .map_err(|error| OpenAiError::engine(error, job.endpoint))?;
+    Ok(json!({
+        "token_ids": tokens,
+        "features": null,
+        "cache_salt": null,
+        "sampling_params": {"max_tokens": max_tokens},
+    }))
+}
+
+/// The `vllm:*` metrics llm-d's scorers read, appended to `/metrics`.
+pub fn vllm_metrics(metrics: &EngineMetrics, model_name: &str) -> String {
+    let model = format!("model_name=\"{}\"", label_value(model_name));
+    let usage = fraction(used_blocks(metrics) as u64, metrics.kv_blocks_total as u64);
+    let mut out = String::new();
+    let gauges: [(&str, &str, f64); 3] = [
+        (
+            "vllm:num_requests_running",
+            "Requests in model execution batches.",
+            metrics.requests_running as f64,
+        ),
+        (
+            "vllm:num_requests_waiting",
+            "Requests waiting to be processed.",
+            metrics.requests_waiting as f64,
+        ),
+        (
+            "vllm:kv_cache_usage_perc",
+            "KV-cache usage; 1 means 100 percent.",
+            usage,
+        ),
+    ];
+    for (name, help, value) in gauges {
+        let _ = writeln!(
+            out,
+            "# HELP {name} {help}\n# TYPE {name} gauge\n{name}{{{model}}} {value}"
+        );
+    }
+    let counters: [(&str, &str, u64); 2] = [
+        (
+            "vllm:prefix_cache_queries",
+            "Prompt tokens looked up in the prefix cache.",
+            metrics.prefix_queried_tokens,
+        ),
+        (
+            "vllm:prefix_cache_hits",
+            "Of those, tokens served from the cache.",
+            metrics.prefix_hit_tokens,
+        ),
+    ];
+    for (name, help, value) in counters {
+        let _ = writeln!(
+            out,
+            "# HELP {name} {help}\n# TYPE {name} counter\n{name}_total{{{model}}} {value}"
+        );
+    }
+    let _ = writeln!(
+        out,
+        "# HELP vllm:cache_config_info Information of the KV cache configuration.\n\
+         # TYPE vllm:cache_config_info gauge\n\
+         vllm:cache_config_info{{block_size=\"{}\",num_gpu_blocks=\"{}\",enable_prefix_caching=\"True\"}} 1",
+        metrics.kv_block_tokens, metrics.kv_blocks_total
+    );
+    out
+}
+
+/// A Prometheus label value with its backslashes, quotes and newlines escaped.
+fn label_value(text: &str) -> String {
+    text.replace('\\', "\\\\").replace('"', "\\\"").replace('\n', "\\n")
+}
+
+/// Blocks a running sequence or a session pin holds (cached blocks are evictable: free).
+fn used_blocks(metrics: &EngineMetrics) -> usize {
+    metrics.kv_blocks_used + metrics.kv_blocks_pinned
+}
 
 /// `GET /v1/loads`.
 pub async fn loads(State(state): State<AppState>) -> Response {
@@ -28,7 +152,7 @@ pub async fn loads(State(state): State<AppState>) -> Response {
 pub fn loads_body(metrics: &EngineMetrics) -> Value {
     let block = metrics.kv_block_tokens;
     let total = metrics.kv_blocks_total * block;
-    let used = (metrics.kv_blocks_used + metrics.kv_blocks_pinned) * block;
+    let used = used_blocks(metrics) * block;
     json!({
         "dp_rank_count": 1,
         "loads": [{
@@ -82,5 +206,33 @@ mod tests {
         assert_eq!(load["cache_hit_rate"], 0.9);
         assert_eq!(load["max_running_requests"], 16);
         assert_eq!(loads_body(&EngineMetrics::default())["loads"][0]["token_usage"], 0.0);
+    }
+
+    #[test]
+    fn vllm_metrics_carry_the_names_and_labels_llm_d_reads() {
+        let metrics = EngineMetrics {
+            kv_blocks_total: 200,
+            kv_blocks_used: 30,
+            kv_blocks_pinned: 20,
+            kv_block_tokens: 16,
+            requests_running: 4,
+            requests_waiting: 1,
+            prefix_queried_tokens: 50,
+            prefix_hit_tokens: 40,
+            ..EngineMetrics::default()
+        };
+        let text = vllm_metrics(&metrics, "smol \"lm\"");
+        let model = "{model_name=\"smol \\\"lm\\\"\"}";
+        for line in [
+            format!("vllm:num_requests_running{model} 4"),
+            format!("vllm:num_requests_waiting{model} 1"),
+            format!("vllm:kv_cache_usage_perc{model} 0.25"),
+            format!("vllm:prefix_cache_queries_total{model} 50"),
+            format!("vllm:prefix_cache_hits_total{model} 40"),
+            "vllm:cache_config_info{block_size=\"16\",num_gpu_blocks=\"200\",enable_prefix_caching=\"True\"} 1".into(),
+        ] {
+            assert!(text.lines().any(|l| l == line), "{line} missing from\n{text}");
+        }
+        assert!(text.contains("# TYPE vllm:kv_cache_usage_perc gauge"));
     }
 }

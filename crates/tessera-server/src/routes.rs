@@ -15,7 +15,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
 use serde_json::json;
-use tessera_openai::{chat_job, completion_job, Job, OpenAi, OpenAiError};
+use tessera_openai::{chat_job, completion_job, OpenAi, OpenAiError};
 
 /// Header naming the client's session (preferred over the body's `user`).
 pub const SESSION_HEADER: &str = "x-session-id";
@@ -29,6 +29,8 @@ pub fn router(state: AppState) -> Router {
     let api = Router::new()
         .route("/v1/chat/completions", post(chat_completions))
         .route("/v1/completions", post(completions))
+        .route("/v1/chat/completions/render", post(crate::cluster::render_chat))
+        .route("/v1/completions/render", post(crate::cluster::render_completion))
         .route("/v1/models", get(models))
         .route("/v1/loads", get(crate::cluster::loads))
         .route("/metrics", get(metrics))
@@ -107,10 +109,10 @@ async fn chat_completions(
 /// tokenizing and compiling a tool set are CPU work of up to seconds, which
 /// on the async workers would stall every other connection (`/health`,
 /// streams). The tool-set cache is shared without a lock across a compile.
-async fn off_the_runtime(
+pub(crate) async fn off_the_runtime<T: Send + 'static>(
     state: &AppState,
-    validate: impl FnOnce(&OpenAi) -> Result<Job, OpenAiError> + Send + 'static,
-) -> Result<Job, ApiError> {
+    validate: impl FnOnce(&OpenAi) -> Result<T, OpenAiError> + Send + 'static,
+) -> Result<T, ApiError> {
     let openai = state.openai.clone();
     match tokio::task::spawn_blocking(move || validate(&openai)).await {
         Ok(job) => job.map_err(ApiError::from),
@@ -158,7 +160,7 @@ async fn metrics(State(state): State<AppState>) -> Response {
     match state.engine.metrics().recv().await {
         Ok(metrics) => (
             [(header::CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8")],
-            prometheus(&metrics),
+            prometheus(&metrics) + &crate::cluster::vllm_metrics(&metrics, &state.config.model_name),
         )
             .into_response(),
         Err(error) => ApiError::engine(&error, None).into_response(),
