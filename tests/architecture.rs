@@ -62,7 +62,9 @@ const ALLOWED: &[(&str, &[&str])] = &[
         "tessera-server",
         &[
             "axum",
+            "bytes",
             "futures-util",
+            "rmp",
             "serde",
             "serde_json",
             "serde_path_to_error",
@@ -71,6 +73,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
             "thiserror",
             "tokio",
             "tracing",
+            "zeromq",
         ],
     ),
     (

@@ -28,7 +28,13 @@ pub struct EngineConfig {
     /// Identity of the model's weights (see `tessera_model::model_fingerprint`):
     /// keys the persisted cache. Required with `kv_cache_dir`.
     pub model_fingerprint: Option<String>,
+    /// Where the prefix index's changes go (a KV-event publisher): a
+    /// `Cleared` first, then, after every step, what it stored and removed.
+    pub kv_events: Option<KvEventSink>,
 }
+
+/// Receives the prefix index's changes in batches, in order (sending never blocks the engine).
+pub type KvEventSink = tokio::sync::mpsc::UnboundedSender<Vec<tessera_kv::IndexEvent>>;
 
 impl Default for EngineConfig {
     fn default() -> Self {
@@ -48,6 +54,7 @@ impl EngineConfig {
             max_waiting: 256,
             kv_cache_dir: None,
             model_fingerprint: None,
+            kv_events: None,
         }
     }
 

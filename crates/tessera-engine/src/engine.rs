@@ -26,6 +26,7 @@ pub(crate) type Reply<T> = oneshot::Sender<Result<T, EngineError>>;
 pub(crate) enum Command {
     Submit(Box<Active>),
     Metrics(Reply<EngineMetrics>),
+    IndexBlocks(Reply<Vec<tessera_kv::FullBlock>>),
     ClearPrefixCache(Reply<usize>),
     SavePrefixCache(Reply<usize>),
     Shutdown(Reply<()>),
@@ -56,6 +57,7 @@ impl Engine {
     /// Run until shut down, or until every handle is gone and the work is done.
     pub fn run(mut self, mut commands: mpsc::UnboundedReceiver<Command>) {
         loop {
+            self.publish_index_events();
             if self.scheduler.is_idle() {
                 let Some(command) = commands.blocking_recv() else {
                     break;
@@ -71,6 +73,7 @@ impl Engine {
             }
             self.step();
         }
+        self.publish_index_events();
         if let Err(error) = self.save_cache() {
             tracing::warn!(%error, "saving the prefix cache at exit");
         }
@@ -81,6 +84,11 @@ impl Engine {
             Command::Submit(seq) => self.scheduler.waiting.push_back(*seq),
             Command::Metrics(reply) => {
                 let _ = reply.send(Ok(self.snapshot()));
+            }
+            Command::IndexBlocks(reply) => {
+                // Announce first: a caller comparing events with the index sees both agree.
+                self.publish_index_events();
+                let _ = reply.send(Ok(self.pool.full_blocks()));
             }
             Command::ClearPrefixCache(reply) => {
                 self.pins.clear(&mut self.pool);
@@ -98,6 +106,18 @@ impl Engine {
             }
         }
         Flow::Continue
+    }
+
+    /// Send the index's changes since the last call to the KV-event sink.
+    fn publish_index_events(&mut self) {
+        let Some(sink) = &self.config.kv_events else {
+            return;
+        };
+        let events = self.pool.take_events();
+        if !events.is_empty() && sink.send(events).is_err() {
+            tracing::warn!("the KV-event publisher stopped; events are no longer sent");
+            self.config.kv_events = None;
+        }
     }
 
     /// Save when a directory is configured; `Ok(0)` when none is.

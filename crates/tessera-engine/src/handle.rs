@@ -26,6 +26,7 @@ pub(crate) struct Shared {
     next_id: AtomicU64,
     max_waiting: usize,
     kv_tokens: usize,
+    block_size: usize,
     model_config: ModelConfig,
     tokenizer: Arc<Tokenizer>,
     template: ChatTemplate,
@@ -60,6 +61,10 @@ impl EngineHandle {
             .new_kv_cache(config.kv_blocks, config.block_size, config.kv_dtype)
             .map_err(|error| EngineError::Config(error.to_string()))?;
         let mut pool = BlockPool::new(config.kv_blocks, config.block_size);
+        if config.kv_events.is_some() {
+            // Subscribers hear a clear before the restored blocks are announced.
+            pool.record_events();
+        }
         if let (Some(dir), Some(fingerprint)) = (&config.kv_cache_dir, &config.model_fingerprint) {
             persist::restore(dir, fingerprint, &mut pool, &mut kv)?;
         }
@@ -74,6 +79,7 @@ impl EngineHandle {
             next_id: AtomicU64::new(1),
             max_waiting: config.max_waiting,
             kv_tokens: config.kv_tokens(),
+            block_size: config.block_size,
             model_config: model.config().clone(),
             tokenizer: tokenizer.clone(),
             template,
@@ -126,6 +132,11 @@ impl EngineHandle {
     /// describe tools to it with `tessera_constrain::tools_prompt(tools, format)`.
     pub fn call_format(&self) -> CallFormat {
         self.shared.envelope.format()
+    }
+
+    /// Token slots per KV block.
+    pub fn block_size(&self) -> usize {
+        self.shared.block_size
     }
 
     /// The model's configuration (context length, vocabulary size, ...).
@@ -313,6 +324,11 @@ impl EngineHandle {
     /// A snapshot of the engine's metrics.
     pub fn metrics(&self) -> Pending<EngineMetrics> {
         self.ask(Command::Metrics)
+    }
+
+    /// Every full block in the prefix index, parents first: the set KV events describe.
+    pub fn index_blocks(&self) -> Pending<Vec<tessera_kv::FullBlock>> {
+        self.ask(Command::IndexBlocks)
     }
 
     /// Drop every cached (unreferenced) block: the next request starts cold.

@@ -32,7 +32,7 @@ mod request;
 mod scheduler;
 mod sessions;
 
-pub use config::EngineConfig;
+pub use config::{EngineConfig, KvEventSink};
 pub use error::{EngineError, Field, SourceError};
 pub use handle::{EngineHandle, EventStream, Output, Pending};
 pub use metrics::{EngineMetrics, Histogram, LATENCY_BUCKETS_S, MASK_BUCKETS_S};
@@ -40,3 +40,4 @@ pub use request::{
     Completion, Constraint, Event, FinishReason, GenerateRequest, Timings, ToolConstraint, ToolOutput, Usage,
     MAX_STOP_BYTES, MAX_STOP_STRINGS,
 };
+pub use tessera_kv::{FullBlock, IndexEvent};

@@ -16,12 +16,14 @@
 #![deny(missing_docs)]
 
 mod block_table;
+mod events;
 mod ids;
 mod lru;
 mod pool;
 mod radix;
 
 pub use block_table::{BlockTable, Slot};
+pub use events::{chain_hash, FullBlock, IndexEvent};
 pub use ids::{BlockId, SeqId};
 pub use pool::{Admission, BlockCopy, BlockPool, CacheCounters, PoolError, PoolStats};
 pub use radix::IndexMatch;

@@ -16,7 +16,7 @@
 
 use crate::lru::Lru;
 use crate::radix::{IndexMatch, RadixIndex};
-use crate::{BlockId, BlockTable};
+use crate::{BlockId, BlockTable, FullBlock, IndexEvent};
 
 /// Misuse of the pool's reference counting (a bug in the caller, reported, not panicked).
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
@@ -301,6 +301,22 @@ impl BlockPool {
             self.unindex_subtree(block);
             self.free.push(block);
         }
+    }
+
+    /// Start recording changes to the index's full blocks (a `Cleared`
+    /// first): what a KV-event publisher announces.
+    pub fn record_events(&mut self) {
+        self.index.record_events();
+    }
+
+    /// The index changes since the last call, in order (none unless recording).
+    pub fn take_events(&mut self) -> Vec<IndexEvent> {
+        self.index.take_events()
+    }
+
+    /// Every full block in the index, parents first: the set the events describe.
+    pub fn full_blocks(&self) -> Vec<FullBlock> {
+        self.index.full_blocks()
     }
 
     /// The prefix index as (block, parent block, tokens), parents first: what a

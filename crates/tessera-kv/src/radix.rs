@@ -18,6 +18,7 @@
 //! the children of the last matched block, which a tree has at hand; a chain
 //! would need a second parent → children map.
 
+use crate::events::{chain_hash, FullBlock, IndexEvent};
 use crate::BlockId;
 use std::collections::HashMap;
 use std::hash::{Hash, Hasher};
@@ -33,6 +34,8 @@ struct Node {
     parent: NodeId,
     tokens: Box<[u32]>,
     children: Vec<NodeId>,
+    /// The chain hash naming this block in [`IndexEvent`]s (0 for the root).
+    chain: u64,
 }
 
 /// What a lookup found.
@@ -54,6 +57,8 @@ pub(crate) struct RadixIndex {
     node_of_block: Vec<NodeId>,
     /// (parent, hash of the child's tokens) → children with that hash.
     children: HashMap<(NodeId, u64), Vec<NodeId>>,
+    /// Changes to the full blocks, kept while someone listens (`None`: nobody).
+    events: Option<Vec<IndexEvent>>,
 }
 
 fn hash_run(tokens: &[u32]) -> u64 {
@@ -62,21 +67,54 @@ fn hash_run(tokens: &[u32]) -> u64 {
     hasher.finish()
 }
 
+/// The root, or a freed arena slot.
+fn empty_node() -> Node {
+    Node {
+        block: BlockId(u32::MAX),
+        parent: ROOT,
+        tokens: Box::new([]),
+        children: Vec::new(),
+        chain: 0,
+    }
+}
+
 impl RadixIndex {
     pub fn new(num_blocks: usize, block_size: usize) -> Self {
-        let root = Node {
-            block: BlockId(u32::MAX),
-            parent: ROOT,
-            tokens: Box::new([]),
-            children: Vec::new(),
-        };
         Self {
             block_size,
-            nodes: vec![root],
+            nodes: vec![empty_node()],
             free_nodes: Vec::new(),
             node_of_block: vec![NONE; num_blocks],
             children: HashMap::new(),
+            events: None,
         }
+    }
+
+    /// Start keeping [`IndexEvent`]s (first a `Cleared`, then every change).
+    pub fn record_events(&mut self) {
+        self.events = Some(vec![IndexEvent::Cleared]);
+    }
+
+    /// The events since the last call (none when not recording).
+    pub fn take_events(&mut self) -> Vec<IndexEvent> {
+        self.events.as_mut().map(std::mem::take).unwrap_or_default()
+    }
+
+    /// Every full block, parents first: what the events announced, for
+    /// checking a subscriber against.
+    pub fn full_blocks(&self) -> Vec<FullBlock> {
+        self.entries_nodes()
+            .filter(|&id| !self.is_tail(id))
+            .map(|id| {
+                let node = &self.nodes[id as usize];
+                let parent = (node.parent != ROOT).then(|| self.nodes[node.parent as usize].chain);
+                FullBlock {
+                    hash: node.chain,
+                    parent,
+                    tokens: node.tokens.to_vec(),
+                }
+            })
+            .collect()
     }
 
     /// Whether `block` is in the index.
@@ -216,15 +254,23 @@ impl RadixIndex {
 
     /// Every indexed block with its parent block and tokens, parents before children.
     pub fn entries(&self) -> Vec<(BlockId, Option<BlockId>, &[u32])> {
-        let mut out = Vec::with_capacity(self.len());
+        self.entries_nodes()
+            .map(|id| {
+                let node = &self.nodes[id as usize];
+                let parent = (node.parent != ROOT).then(|| self.nodes[node.parent as usize].block);
+                (node.block, parent, &*node.tokens)
+            })
+            .collect()
+    }
+
+    /// Every node but the root, parents before children (depth first).
+    fn entries_nodes(&self) -> impl Iterator<Item = NodeId> + '_ {
         let mut stack: Vec<NodeId> = self.nodes[ROOT as usize].children.iter().rev().copied().collect();
-        while let Some(id) = stack.pop() {
-            let node = &self.nodes[id as usize];
-            let parent = (node.parent != ROOT).then(|| self.nodes[node.parent as usize].block);
-            out.push((node.block, parent, &*node.tokens));
-            stack.extend(node.children.iter().rev());
-        }
-        out
+        std::iter::from_fn(move || {
+            let id = stack.pop()?;
+            stack.extend(self.nodes[id as usize].children.iter().rev());
+            Some(id)
+        })
     }
 
     /// Index `block` holding `run` (a full block or a tail) under `parent` (`None`:
@@ -267,11 +313,21 @@ impl RadixIndex {
     }
 
     fn add_node(&mut self, parent: NodeId, block: BlockId, run: &[u32]) -> NodeId {
+        let parent_chain = (parent != ROOT).then(|| self.nodes[parent as usize].chain);
+        let chain = chain_hash(parent_chain, run);
+        if let (Some(events), true) = (self.events.as_mut(), run.len() == self.block_size) {
+            events.push(IndexEvent::Stored {
+                hash: chain,
+                parent: parent_chain,
+                tokens: run.to_vec(),
+            });
+        }
         let node = Node {
             block,
             parent,
             tokens: run.into(),
             children: Vec::new(),
+            chain,
         };
         let id = match self.free_nodes.pop() {
             Some(id) => {
@@ -304,15 +360,10 @@ impl RadixIndex {
         let mut removed = Vec::new();
         let mut stack = vec![top];
         while let Some(id) = stack.pop() {
-            let node = std::mem::replace(
-                &mut self.nodes[id as usize],
-                Node {
-                    block: BlockId(u32::MAX),
-                    parent: ROOT,
-                    tokens: Box::new([]),
-                    children: Vec::new(),
-                },
-            );
+            let node = std::mem::replace(&mut self.nodes[id as usize], empty_node());
+            if let (Some(events), true) = (self.events.as_mut(), node.tokens.len() == self.block_size) {
+                events.push(IndexEvent::Removed { hash: node.chain });
+            }
             let key = (node.parent, hash_run(&node.tokens));
             if let Some(list) = self.children.get_mut(&key) {
                 list.retain(|&c| c != id);

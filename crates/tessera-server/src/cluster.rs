@@ -30,6 +30,22 @@ use std::fmt::Write;
 use tessera_engine::EngineMetrics;
 use tessera_openai::{chat_job, completion_job, Job, OpenAi, OpenAiError};
 
+/// `GET /kv/blocks`: every full block of the prefix index by the names KV
+/// events give it, so a subscriber can check the set it rebuilt.
+pub async fn kv_blocks(State(state): State<AppState>) -> Response {
+    match state.engine.index_blocks().recv().await {
+        Ok(blocks) => Json(json!({
+            "block_size": state.engine.block_size(),
+            "blocks": blocks
+                .into_iter()
+                .map(|block| json!({"hash": block.hash, "parent": block.parent, "tokens": block.tokens}))
+                .collect::<Vec<_>>(),
+        }))
+        .into_response(),
+        Err(error) => ApiError::engine(&error, None).into_response(),
+    }
+}
+
 /// `POST /v1/chat/completions/render`.
 pub async fn render_chat(State(state): State<AppState>, body: Result<Bytes, BytesRejection>) -> Response {
     let rendered = match parse::<ChatRequest>(body, state.config.max_body_bytes) {

@@ -11,11 +11,13 @@
 mod body;
 mod cluster;
 mod error;
+mod kv_events;
 mod metrics;
 mod respond;
 mod routes;
 
 pub use error::ApiError;
+pub use kv_events::start_kv_events;
 pub use routes::router;
 pub use tessera_openai::api;
 pub use tessera_openai::{Delta, Pipeline, StopScanner, DEFAULT_MAX_TOKENS};

@@ -33,6 +33,7 @@ pub fn router(state: AppState) -> Router {
         .route("/v1/completions/render", post(crate::cluster::render_completion))
         .route("/v1/models", get(models))
         .route("/v1/loads", get(crate::cluster::loads))
+        .route("/kv/blocks", get(crate::cluster::kv_blocks))
         .route("/metrics", get(metrics))
         .route_layer(middleware::from_fn_with_state(state.clone(), require_api_key));
     Router::new()

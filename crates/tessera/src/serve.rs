@@ -5,7 +5,9 @@ use anyhow::{bail, Context, Result};
 use std::path::PathBuf;
 use std::time::Duration;
 use tessera_engine::{EngineConfig, EngineHandle};
-use tessera_server::{serve, shutdown_signal, AppState, ServerConfig, DEFAULT_MAX_BODY_BYTES, DEFAULT_MAX_TOKENS};
+use tessera_server::{
+    serve, shutdown_signal, start_kv_events, AppState, ServerConfig, DEFAULT_MAX_BODY_BYTES, DEFAULT_MAX_TOKENS,
+};
 
 /// Arguments of `tessera serve`.
 #[derive(Debug, clap::Args)]
@@ -48,6 +50,11 @@ pub struct ServeArgs {
     /// Seconds in-flight requests may take to finish after SIGINT/SIGTERM before they are cancelled.
     #[arg(long, default_value_t = 30)]
     shutdown_grace_secs: u64,
+    /// Publish the prefix index's changes as vLLM-format KV events on a ZMQ PUB socket bound here
+    /// (e.g. `tcp://127.0.0.1:5557`), topic `kv@<host>:<port>@<model>`, for llm-d's KV-cache
+    /// indexer and other KV-aware routers.
+    #[arg(long, value_name = "ENDPOINT")]
+    kv_events: Option<String>,
     /// Accept tool and response schemas with keywords the constraint cannot enforce (`not`,
     /// `if`/`then`/`else`, `uniqueItems`, remote `$ref`s...), ignoring them: the output then obeys
     /// a looser schema. Each response says which were ignored in an `x-tessera-schema-warnings`
@@ -69,7 +76,14 @@ pub fn run(args: ServeArgs) -> Result<()> {
     };
     let model_fingerprint = fingerprint_for_cache(&args.model, args.kv_cache_dir.as_deref())?;
     let loaded = load_model(&args.model)?;
-    let config = EngineConfig {
+    let address = format!("{}:{}", args.host, args.port);
+    let listener = std::net::TcpListener::bind(&address)
+        .with_context(|| format!("binding {address} (is another server using the port? try --port)"))?;
+    listener
+        .set_nonblocking(true)
+        .context("making the listener non-blocking")?;
+    let bound = listener.local_addr().context("reading the bound address")?;
+    let mut config = EngineConfig {
         max_running: args.max_running,
         max_waiting: args.max_waiting,
         max_batch_tokens: args.max_batch_tokens,
@@ -78,6 +92,10 @@ pub fn run(args: ServeArgs) -> Result<()> {
         kv_dtype: args.model.kv_dtype,
         ..EngineConfig::for_tokens(args.kv_cache_tokens)
     };
+    if let Some(endpoint) = &args.kv_events {
+        let topic = format!("kv@{bound}@{name}");
+        config.kv_events = Some(start_kv_events(endpoint, topic, config.block_size).map_err(anyhow::Error::msg)?);
+    }
     let engine = EngineHandle::start(loaded, config).context("starting the engine")?;
     let state = AppState::new(
         engine,
@@ -96,19 +114,19 @@ pub fn run(args: ServeArgs) -> Result<()> {
         .build()
         .context("starting the async runtime")?;
     runtime.block_on(async move {
-        let address = format!("{}:{}", args.host, args.port);
-        let listener = tokio::net::TcpListener::bind(&address)
-            .await
-            .with_context(|| format!("binding {address} (is another server using the port? try --port)"))?;
-        let bound = listener.local_addr().context("reading the bound address")?;
+        let listener = tokio::net::TcpListener::from_std(listener).context("serving on the bound socket")?;
         eprintln!(
-            "tessera: serving {name} on http://{bound}/v1 (KV pool {} tokens{}); Ctrl-C stops",
+            "tessera: serving {name} on http://{bound}/v1 (KV pool {} tokens{}{}); Ctrl-C stops",
             args.kv_cache_tokens,
             if args.api_key.is_some() {
                 ", API key required"
             } else {
                 ""
             },
+            args.kv_events
+                .as_deref()
+                .map(|endpoint| format!(", KV events on {endpoint}"))
+                .unwrap_or_default(),
         );
         serve(listener, state, shutdown_signal()).await.context("serving")
     })?;

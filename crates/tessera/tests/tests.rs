@@ -17,3 +17,5 @@ mod cli_tools;
 mod openai_client;
 // Two `tessera serve` replicas behind SMG (PyPI `smg`), driven by the same client.
 mod smg;
+// `--kv-events`: a pyzmq subscriber rebuilds the index from vLLM-format events.
+mod kv_events;
