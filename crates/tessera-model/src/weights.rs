@@ -224,8 +224,8 @@ fn load_block(config: &ModelConfig, source: &mut dyn TensorSource, names: &Weigh
     })
 }
 
-/// A 1-D weight of exactly `len` values.
-/// A vector of `len` values; its shape is checked before its data is read.
+/// A 1-D weight of exactly `len` values; its shape is checked before its
+/// data is read (a damaged header's shape would otherwise size the read).
 fn vector(source: &mut dyn TensorSource, name: &str, len: usize) -> Result<Vec<f32>> {
     let shape = source.shape(name)?;
     if shape.iter().try_fold(1usize, |n, &d| n.checked_mul(d)) != Some(len) {
@@ -233,14 +233,7 @@ fn vector(source: &mut dyn TensorSource, name: &str, len: usize) -> Result<Vec<f
             "`{name}` has shape {shape:?}, expected {len} values"
         )));
     }
-    let values = to_vec(&source.dense(name)?)?;
-    if values.len() != len {
-        return Err(ModelError::InvalidConfig(format!(
-            "`{name}` has {} values, expected {len}",
-            values.len()
-        )));
-    }
-    Ok(values)
+    to_vec(&source.dense(name)?)
 }
 
 fn to_vec(tensor: &Tensor) -> Result<Vec<f32>> {

@@ -64,12 +64,13 @@ fn publish(
             return;
         }
         let _ = bound.send(Ok(()));
+        let topic = bytes::Bytes::from(topic.into_bytes());
         let mut sequence: u64 = 0;
         // The engine thread never waits on us: it sends and goes on.
         while let Some(batch) = batches.recv().await {
             let payload = encode_batch(&batch, block_size, unix_seconds());
             let frames = vec![
-                bytes::Bytes::from(topic.clone().into_bytes()),
+                topic.clone(),
                 bytes::Bytes::copy_from_slice(&sequence.to_be_bytes()),
                 bytes::Bytes::from(payload),
             ];

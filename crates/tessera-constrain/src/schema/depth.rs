@@ -51,19 +51,21 @@ impl SchemaArena {
             self.finish();
             shortest = Shortest::new(self);
         }
+        // One bound for the whole arena, named by the set's first tool.
+        let roots: Vec<(&str, NodeId)> = roots.into_iter().collect();
         let longest = shortest.longest();
+        if let Some((tool, _)) = roots.first().filter(|_| longest > MAX_SHORTEST_BYTES) {
+            return Err(ConstrainError::InvalidSchema {
+                tool: tool.to_string(),
+                path: "/".into(),
+                message: format!(
+                    "a value in this schema (or another of its tool set) is {longest} bytes at its shortest \
+                     (minimum counts and lengths multiply through nesting), over the limit of \
+                     {MAX_SHORTEST_BYTES}"
+                ),
+            });
+        }
         for (tool, root) in roots {
-            if longest > MAX_SHORTEST_BYTES {
-                return Err(ConstrainError::InvalidSchema {
-                    tool: tool.to_string(),
-                    path: "/".into(),
-                    message: format!(
-                        "a value in this schema (or another of its tool set) is {longest} bytes at its shortest \
-                         (minimum counts and lengths multiply through nesting), over the limit of \
-                         {MAX_SHORTEST_BYTES}"
-                    ),
-                });
-            }
             if self.need(root) > MAX_DEPTH {
                 return Err(ConstrainError::InvalidSchema {
                     tool: tool.to_string(),
