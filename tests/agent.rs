@@ -49,12 +49,7 @@ fn run_task(backend: &mut InProcess, dir: &Path, task: &str) -> RunReport {
 fn assert_calls_valid(transcript: &Path) -> usize {
     let schemas: HashMap<String, Value> = definitions()
         .into_iter()
-        .map(|d| {
-            (
-                d["function"]["name"].as_str().unwrap().to_string(),
-                d["function"]["parameters"].clone(),
-            )
-        })
+        .map(|d| (d.function.name, d.function.parameters.unwrap()))
         .collect();
     let mut checked = 0;
     for line in std::fs::read_to_string(transcript).unwrap().lines() {

@@ -46,7 +46,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
         ],
     ),
     (
-        "tessera-openai",
+        "tessera-api",
         &[
             "serde",
             "serde_json",
@@ -69,7 +69,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
             "serde_json",
             "serde_path_to_error",
             "tessera-engine",
-            "tessera-openai",
+            "tessera-api",
             "thiserror",
             "tokio",
             "tracing",
@@ -82,7 +82,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
             "serde",
             "serde_json",
             "tessera-engine",
-            "tessera-openai",
+            "tessera-api",
             "thiserror",
             "tracing",
             "ureq",
@@ -97,9 +97,10 @@ const ALLOWED: &[(&str, &[&str])] = &[
             "hf-hub",
             "indicatif",
             "plotters",
+            "serde",
             "serde_json",
             "tessera-agent",
-            "tessera-constrain",
+            "tessera-api",
             "tessera-engine",
             "tessera-kv",
             "tessera-model",
@@ -124,7 +125,7 @@ const WITHOUT_HTTP_SERVER: &[&str] = &[
     "tessera-constrain",
     "tessera-model",
     "tessera-engine",
-    "tessera-openai",
+    "tessera-api",
     "tessera-agent",
 ];
 
@@ -250,4 +251,64 @@ fn only_the_server_and_the_binary_reach_an_http_server_crate() {
         edges[server].iter().any(|id| names[id] == "axum"),
         "the check can fail: the server does reach axum"
     );
+}
+
+/// What only `tessera-api`'s core may do on the way to the engine: render a
+/// prompt, tokenize one, build a constraint, submit a request, read a call
+/// back out of generated text.
+const CORE_ONLY: &[&str] = &[
+    "GenerateRequest",
+    ".submit(",
+    "encode_prompt",
+    "encode_protected",
+    "tools_prompt",
+    "Protected",
+    ".template()",
+    "ToolConstraint",
+    "CompiledTools",
+    "parse_response",
+    "stream_parser",
+    "tool_output",
+];
+
+/// The sources of the callers that must go through the core: the agent
+/// crate, `tessera generate` and `tessera agent`.
+fn core_callers() -> Vec<std::path::PathBuf> {
+    fn walk(dir: &std::path::Path, out: &mut Vec<std::path::PathBuf>) {
+        for entry in std::fs::read_dir(dir).unwrap().map(Result::unwrap) {
+            let path = entry.path();
+            match path.is_dir() {
+                true => walk(&path, out),
+                false if path.extension().is_some_and(|e| e == "rs") => out.push(path),
+                false => {}
+            }
+        }
+    }
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut files = Vec::new();
+    walk(&root.join("crates/tessera-agent/src"), &mut files);
+    files.extend(["generate.rs", "agent.rs", "tool_args.rs"].map(|f| root.join("crates/tessera/src").join(f)));
+    files
+}
+
+/// The first use of a core-only name in `source`, if any.
+fn core_only_use(source: &str) -> Option<&'static str> {
+    CORE_ONLY.iter().copied().find(|name| source.contains(name))
+}
+
+#[test]
+fn the_agent_and_generate_reach_the_engine_only_through_the_typed_core() {
+    let files = core_callers();
+    assert!(files.len() > 20, "the agent's sources were found: {files:?}");
+    for file in files {
+        let source = std::fs::read_to_string(&file).unwrap();
+        assert_eq!(
+            core_only_use(&source),
+            None,
+            "{} goes around tessera-api's core",
+            file.display()
+        );
+    }
+    let planted = "let events = engine.submit(GenerateRequest::greedy(prompt, 8));";
+    assert_eq!(core_only_use(planted), Some("GenerateRequest"), "the check can fail");
 }

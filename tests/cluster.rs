@@ -7,8 +7,9 @@
 use crate::server_api::{engine, post, send, state, tools, user, wait_for_baseline};
 use axum::http::StatusCode;
 use serde_json::{json, Value};
+use tessera_api::openai::{chat_job, completion_job};
+use tessera_api::{Api as OpenAi, ApiConfig as OpenAiConfig};
 use tessera_engine::EngineConfig;
-use tessera_openai::{chat_job, completion_job, OpenAi, OpenAiConfig};
 use tessera_server::{AppState, ServerConfig};
 
 fn metric(text: &str, name: &str) -> f64 {
@@ -131,7 +132,7 @@ async fn render_returns_the_prompt_the_engine_prefills() {
     let (status, text) = send(&state, "POST", "/v1/chat/completions/render", &chat.to_string(), &[]).await;
     assert_eq!(status, StatusCode::OK, "{text}");
     let rendered: Value = serde_json::from_str(&text).unwrap();
-    let job = chat_job(&reference, serde_json::from_value(chat.clone()).unwrap(), None).unwrap();
+    let (job, _) = chat_job(&reference, serde_json::from_value(chat.clone()).unwrap(), None).unwrap();
     let expected = reference.engine().render(job.request.clone()).unwrap();
     assert!(
         expected.len() > job.request.prompt.len() && expected.starts_with(&job.request.prompt),
@@ -151,7 +152,7 @@ async fn render_returns_the_prompt_the_engine_prefills() {
     let (status, text) = send(&state, "POST", "/v1/completions/render", &completion.to_string(), &[]).await;
     assert_eq!(status, StatusCode::OK, "{text}");
     let rendered: Value = serde_json::from_str(&text).unwrap();
-    let expected = completion_job(&reference, serde_json::from_value(completion).unwrap(), None).unwrap();
+    let (expected, _) = completion_job(&reference, serde_json::from_value(completion).unwrap(), None).unwrap();
     assert_eq!(
         rendered,
         json!([{"token_ids": expected.request.prompt, "features": null, "cache_salt": null,

@@ -230,22 +230,99 @@ fn graft() -> impl Strategy<Value = Value> {
     })
 }
 
-/// A valid request that uses most of the API.
-fn valid_request() -> Value {
-    json!({
-        "messages": [
-            {"role": "system", "content": "Be brief."},
-            {"role": "user", "content": [{"type": "text", "text": "Weather in Oslo?"}]},
-            {"role": "assistant", "content": null, "tool_calls": [{"id": "c1", "type": "function",
-                "function": {"name": "get_weather", "arguments": "{\"city\": \"Oslo\"}"}}]},
-            {"role": "tool", "tool_call_id": "c1", "content": "{\"temp_c\": 4}"},
-        ],
-        "tools": [{"type": "function", "function": {"name": "get_weather", "description": "Weather now.",
-            "parameters": {"type": "object", "properties": {"city": {"type": "string", "maxLength": 40}},
-                "required": ["city"]}}}],
-        "tool_choice": {"type": "allowed_tools", "allowed_tools": {"mode": "required", "tools": ["get_*"]}},
-        "temperature": 0.7, "top_p": 0.9, "max_tokens": 32, "stop": ["\n\n"], "seed": 7,
-    })
+/// The protocols a request may come through.
+#[derive(Debug, Clone, Copy)]
+enum Protocol {
+    Chat,
+    Messages,
+    Responses,
+}
+
+/// A valid request of `protocol` that uses most of its API.
+fn valid_request(protocol: Protocol) -> Value {
+    let schema = json!({"type": "object", "properties": {"city": {"type": "string", "maxLength": 40}},
+        "required": ["city"]});
+    match protocol {
+        Protocol::Chat => json!({
+            "messages": [
+                {"role": "system", "content": "Be brief."},
+                {"role": "user", "content": [{"type": "text", "text": "Weather in Oslo?"}]},
+                {"role": "assistant", "content": null, "tool_calls": [{"id": "c1", "type": "function",
+                    "function": {"name": "get_weather", "arguments": "{\"city\": \"Oslo\"}"}}]},
+                {"role": "tool", "tool_call_id": "c1", "content": "{\"temp_c\": 4}"},
+            ],
+            "tools": [{"type": "function", "function": {"name": "get_weather", "description": "Weather now.",
+                "parameters": schema}}],
+            "tool_choice": {"type": "allowed_tools", "allowed_tools": {"mode": "required", "tools": ["get_*"]}},
+            "temperature": 0.7, "top_p": 0.9, "max_tokens": 32, "stop": ["\n\n"], "seed": 7,
+        }),
+        Protocol::Messages => json!({
+            "model": "m", "max_tokens": 32, "system": [{"type": "text", "text": "Be brief.",
+                "cache_control": {"type": "ephemeral"}}],
+            "messages": [
+                {"role": "user", "content": [{"type": "text", "text": "Weather in Oslo?"}]},
+                {"role": "assistant", "content": [{"type": "text", "text": "Looking."},
+                    {"type": "tool_use", "id": "toolu_1", "name": "get_weather", "input": {"city": "Oslo"}}]},
+                {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_1",
+                    "content": [{"type": "text", "text": "{\"temp_c\": 4}"}], "is_error": false},
+                    {"type": "text", "text": "And Bergen?"}]},
+            ],
+            "tools": [{"name": "get_weather", "description": "Weather now.", "input_schema": schema}],
+            "tool_choice": {"type": "tool", "name": "get_*", "disable_parallel_tool_use": true},
+            "temperature": 0.7, "top_p": 0.9, "top_k": 20, "stop_sequences": ["\n\n"],
+            "metadata": {"user_id": "u"}, "thinking": {"type": "disabled"},
+        }),
+        Protocol::Responses => json!({
+            "model": "m", "instructions": "Be brief.",
+            "input": [
+                {"role": "user", "content": [{"type": "input_text", "text": "Weather in Oslo?"}]},
+                {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "Looking."}]},
+                {"type": "function_call", "call_id": "c1", "name": "get_weather", "arguments": "{\"city\": \"Oslo\"}"},
+                {"type": "function_call_output", "call_id": "c1", "output": "{\"temp_c\": 4}"},
+            ],
+            "tools": [{"type": "function", "name": "get_weather", "description": "Weather now.", "parameters": schema}],
+            "tool_choice": {"type": "allowed_tools", "mode": "required", "tools": [{"type": "function", "name": "get_*"}]},
+            "temperature": 0.7, "top_p": 0.9, "max_output_tokens": 32, "parallel_tool_calls": false, "store": false,
+            "text": {"format": {"type": "text"}}, "prompt_cache_key": "k",
+        }),
+    }
+}
+
+/// `request` parsed as `protocol`'s body and validated into a job: `None`
+/// when the body parser refuses it (a 400 naming the field).
+fn validate(
+    api: &tessera_api::Api,
+    protocol: Protocol,
+    request: Value,
+) -> Option<Result<(), tessera_api::RequestError>> {
+    use tessera_api::{anthropic, chat_job, responses, Endpoint};
+    let job = match protocol {
+        Protocol::Chat => {
+            let body = serde_json::from_value(request).ok()?;
+            tessera_api::openai::chat_job(api, body, None).map(drop)
+        }
+        Protocol::Messages => {
+            let body = serde_json::from_value(request).ok()?;
+            anthropic::messages_request(body, None, false)
+                .and_then(|(request, _)| chat_job(api, Endpoint::Messages, request))
+                .map(drop)
+        }
+        Protocol::Responses => {
+            let body = serde_json::from_value(request).ok()?;
+            responses::responses_request(api, body, None)
+                .and_then(|(request, _)| chat_job(api, Endpoint::Responses, request))
+                .map(drop)
+        }
+    };
+    Some(job)
+}
+
+#[test]
+fn the_requests_mutated_start_valid() {
+    for protocol in [Protocol::Chat, Protocol::Messages, Protocol::Responses] {
+        let outcome = validate(request_context(), protocol, valid_request(protocol));
+        assert!(matches!(outcome, Some(Ok(()))), "{protocol:?}: {outcome:?}");
+    }
 }
 
 /// Every path to a node of `value` (object keys and array indices).
@@ -276,44 +353,42 @@ fn node_at<'a>(value: &'a mut Value, path: &[Value]) -> &'a mut Value {
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(cases()))]
 
-    /// A request with any node replaced is parsed and validated without a
-    /// panic, and a refusal names the client's mistake (never an internal error).
+    /// A request of any protocol with any node replaced is parsed and
+    /// validated without a panic, and a refusal names the client's mistake
+    /// (never an internal error).
     #[test]
     fn mutated_requests_are_refused_as_the_clients_error(
+        protocol in prop_oneof![Just(Protocol::Chat), Just(Protocol::Messages), Just(Protocol::Responses)],
         grafts in prop::collection::vec((any::<Index>(), graft()), 1..4),
     ) {
-        let mut request = valid_request();
+        let mut request = valid_request(protocol);
         for (at, value) in grafts {
             let mut all = Vec::new();
             paths(&request, &mut Vec::new(), &mut all);
             let path = &all[at.index(all.len())];
             *node_at(&mut request, path) = value;
         }
-        let openai = request_context();
-        match serde_json::from_value::<tessera_openai::api::ChatRequest>(request) {
-            Err(_) => {} // a 400 from the body parser, naming the field
-            Ok(parsed) => match tessera_openai::chat_job(openai, parsed, None) {
-                Ok(_) | Err(tessera_openai::OpenAiError::Invalid(_)) => {}
-                Err(tessera_openai::OpenAiError::Engine { source, .. }) => {
-                    prop_assert!(
-                        matches!(source, tessera_engine::EngineError::Invalid { .. } | tessera_engine::EngineError::OverLimit { .. }),
-                        "an engine error that is not the client's: {source}"
-                    );
-                }
-                Err(error) => prop_assert!(false, "an internal error for a client's request: {error}"),
-            },
+        match validate(request_context(), protocol, request) {
+            None | Some(Ok(())) | Some(Err(tessera_api::RequestError::Invalid(_))) => {}
+            Some(Err(tessera_api::RequestError::Engine { source, .. })) => {
+                prop_assert!(
+                    matches!(source, tessera_engine::EngineError::Invalid { .. } | tessera_engine::EngineError::OverLimit { .. }),
+                    "an engine error that is not the client's: {source}"
+                );
+            }
+            Some(Err(error)) => prop_assert!(false, "an internal error for a client's request: {error}"),
         }
     }
 }
 
-/// The OpenAI layer over the real model, shared by every case.
-fn request_context() -> &'static tessera_openai::OpenAi {
-    static OPENAI: std::sync::OnceLock<tessera_openai::OpenAi> = std::sync::OnceLock::new();
+/// The API layer over the real model, shared by every case.
+fn request_context() -> &'static tessera_api::Api {
+    static OPENAI: std::sync::OnceLock<tessera_api::Api> = std::sync::OnceLock::new();
     OPENAI.get_or_init(|| {
         let loaded = crate::common::load(&LoadOptions::default());
         let config = tessera_engine::EngineConfig::for_tokens(4096);
         let engine = tessera_engine::EngineHandle::start(loaded, config).expect("starting the engine");
-        tessera_openai::OpenAi::new(engine, tessera_openai::OpenAiConfig::default())
+        tessera_api::Api::new(engine, tessera_api::ApiConfig::default())
     })
 }
 
@@ -377,9 +452,13 @@ fn hostile_conversation(texts: &[String; 8]) -> Value {
     })
 }
 
-fn chat_prompt(openai: &tessera_openai::OpenAi, body: Value) -> Vec<u32> {
-    let request: tessera_openai::api::ChatRequest = serde_json::from_value(body).unwrap();
-    tessera_openai::chat_job(openai, request, None).unwrap().request.prompt
+fn chat_prompt(openai: &tessera_api::Api, body: Value) -> Vec<u32> {
+    let request: tessera_api::openai::ChatCompletionRequest = serde_json::from_value(body).unwrap();
+    tessera_api::openai::chat_job(openai, request, None)
+        .unwrap()
+        .0
+        .request
+        .prompt
 }
 
 proptest! {

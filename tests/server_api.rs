@@ -78,7 +78,7 @@ pub(crate) fn tools() -> Value {
 /// An object whose required `list` nests `depth` arrays: deeper than a value may
 /// nest (arrays, since serde_json refuses a body nested over 128 levels and
 /// each object schema takes two).
-fn nested_arrays(depth: usize) -> Value {
+pub(crate) fn nested_arrays(depth: usize) -> Value {
     let list = (0..depth).fold(
         json!({"type": "integer"}),
         |inner, _| json!({"type": "array", "items": inner, "minItems": 1}),

@@ -85,22 +85,48 @@ async fn a_chat_completion_over_a_socket() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_disconnected_client_cancels_its_request() {
     let (address, engine, stop, server) = start().await;
-    let body = json!({"messages": [{"role": "user", "content": "Write a long story about a lighthouse."}],
-        "max_tokens": 2000, "temperature": 0, "stream": true});
-    let mut socket = open(address, "/v1/chat/completions", &body).await;
-    // Read until the first content chunk, then hang up.
-    let mut seen = Vec::new();
-    let mut buffer = [0u8; 4096];
-    while !String::from_utf8_lossy(&seen).contains("\"content\":\"") || seen.len() < 600 {
-        let n = socket.read(&mut buffer).await.unwrap();
-        assert!(n > 0, "the stream ended early: {}", String::from_utf8_lossy(&seen));
-        seen.extend_from_slice(&buffer[..n]);
+    let story = "Write a long story about a lighthouse.";
+    // Every protocol's stream: the request, and what its first text event holds.
+    let routes = [
+        (
+            "/v1/chat/completions",
+            json!({"messages": [{"role": "user", "content": story}], "max_tokens": 2000, "temperature": 0, "stream": true}),
+            "\"content\":\"",
+        ),
+        (
+            "/v1/messages",
+            json!({"messages": [{"role": "user", "content": story}], "max_tokens": 2000, "temperature": 0, "stream": true}),
+            "text_delta",
+        ),
+        (
+            "/v1/responses",
+            json!({"input": story, "max_output_tokens": 2000, "temperature": 0, "stream": true}),
+            "response.output_text.delta",
+        ),
+    ];
+    for (cancelled, (path, body, marker)) in routes.iter().enumerate() {
+        let mut socket = open(address, path, body).await;
+        // Read until the first text event, then hang up.
+        let mut seen = Vec::new();
+        let mut buffer = [0u8; 4096];
+        while !String::from_utf8_lossy(&seen).contains(marker) || seen.len() < 600 {
+            let n = socket.read(&mut buffer).await.unwrap();
+            assert!(
+                n > 0,
+                "{path}: the stream ended early: {}",
+                String::from_utf8_lossy(&seen)
+            );
+            seen.extend_from_slice(&buffer[..n]);
+        }
+        assert!(engine.metrics().recv().await.unwrap().requests_running == 1, "{path}");
+        drop(socket);
+        let metrics = wait_idle(&engine).await;
+        assert_eq!(metrics.requests_cancelled, cancelled as u64 + 1, "{path}: {metrics:?}");
+        assert!(
+            metrics.generated_tokens < 2000 * (cancelled as u64 + 1),
+            "{path}: generation went on: {metrics:?}"
+        );
     }
-    assert!(engine.metrics().recv().await.unwrap().requests_running == 1);
-    drop(socket);
-    let metrics = wait_idle(&engine).await;
-    assert_eq!(metrics.requests_cancelled, 1, "{metrics:?}");
-    assert!(metrics.generated_tokens < 2000, "generation went on: {metrics:?}");
     stop.send(()).unwrap();
     server.await.unwrap().unwrap();
 }

@@ -33,8 +33,9 @@ mod constrain_masks;
 mod control_tokens;
 mod tool_calls;
 
-// The OpenAI server: handlers, errors, streaming, and a real socket.
+// The server: handlers, errors, streaming, and a real socket; Messages and Responses beside chat.
 mod server_api;
+mod server_protocols;
 mod server_socket;
 // Behind a router: the load report, the routing key as a session, gateway forms of tool_choice.
 mod cluster;

@@ -13,8 +13,8 @@
 //!   variation only ever touches the new message, never the cached prefix.
 
 use crate::backend::ChatCall;
-use serde_json::{json, Value};
 use std::collections::HashMap;
+use tessera_api::openai::{ChatCompletionRequest, Message, Role, ToolCallSpec, ToolChoiceSpec, ToolSpec};
 
 /// Notes that set a repeated observation apart, used in turn.
 const REPEAT_NOTES: [&str; 3] = [
@@ -29,7 +29,7 @@ const HISTORY_START: usize = 2;
 /// The append-only message list of one run.
 #[derive(Debug, Clone)]
 pub struct Context {
-    messages: Vec<Value>,
+    messages: Vec<Message>,
     seen: HashMap<String, usize>,
     compactions: usize,
 }
@@ -38,17 +38,14 @@ impl Context {
     /// A context holding the system prompt and the task.
     pub fn new(system: &str, task: &str) -> Self {
         Self {
-            messages: vec![
-                json!({"role": "system", "content": system}),
-                json!({"role": "user", "content": task}),
-            ],
+            messages: vec![Message::system(system), Message::user(task)],
             seen: HashMap::new(),
             compactions: 0,
         }
     }
 
     /// Every message, in order.
-    pub fn messages(&self) -> &[Value] {
+    pub fn messages(&self) -> &[Message] {
         &self.messages
     }
 
@@ -59,22 +56,16 @@ impl Context {
 
     /// The assistant's free-text reply.
     pub fn push_reply(&mut self, text: &str) {
-        self.messages.push(json!({"role": "assistant", "content": text}));
+        self.messages.push(Message::assistant(text));
     }
 
     /// The assistant's calls (with any text before them).
     pub fn push_calls(&mut self, content: &str, calls: &[ChatCall]) {
-        let calls: Vec<Value> = calls
+        let calls = calls
             .iter()
-            .map(|c| json!({"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}}))
+            .map(|c| ToolCallSpec::new(&c.id, &c.name, &c.arguments))
             .collect();
-        let content = if content.is_empty() {
-            Value::Null
-        } else {
-            json!(content)
-        };
-        self.messages
-            .push(json!({"role": "assistant", "content": content, "tool_calls": calls}));
+        self.messages.push(Message::assistant_calls(content, calls));
     }
 
     /// The result of `call`, worded apart if the same result came before, with
@@ -90,47 +81,46 @@ impl Context {
             text.push_str("\n\n[todo.md]\n");
             text.push_str(todo);
         }
-        self.messages
-            .push(json!({"role": "tool", "tool_call_id": call.id, "content": text}));
+        self.messages.push(Message::tool(&call.id, text));
     }
 
     /// The task again, as the user's words after the results: the last thing
     /// the model reads before its next call.
     pub fn push_task_reminder(&mut self, task: &str) {
-        self.messages
-            .push(json!({"role": "user", "content": format!("Now do the task: {task}")}));
+        self.messages.push(Message::user(format!("Now do the task: {task}")));
     }
 
     /// A note from the harness (e.g. why no call was made).
     pub fn push_note(&mut self, text: &str) {
-        self.messages
-            .push(json!({"role": "user", "content": format!("[harness] {text}")}));
+        self.messages.push(Message::user(format!("[harness] {text}")));
     }
 
     /// The chat request for the next turn.
     pub fn request(
         &self,
-        tools: &[Value],
-        tool_choice: &Value,
+        tools: &[ToolSpec],
+        tool_choice: &ToolChoiceSpec,
         max_tokens: usize,
         temperature: f32,
         seed: u64,
-    ) -> Value {
-        json!({
-            "messages": self.messages,
-            "tools": tools,
-            "tool_choice": tool_choice,
-            "parallel_tool_calls": false,
-            "max_tokens": max_tokens,
-            "temperature": temperature,
-            "seed": seed,
-        })
+    ) -> ChatCompletionRequest {
+        ChatCompletionRequest {
+            tools: Some(tools.to_vec()),
+            tool_choice: Some(tool_choice.clone()),
+            parallel_tool_calls: Some(false),
+            max_tokens: Some(max_tokens as u64),
+            temperature: Some(temperature),
+            seed: Some(seed),
+            ..ChatCompletionRequest::new(self.messages.clone())
+        }
     }
 
     /// Characters in messages from `index` on (to estimate tokens not yet
     /// counted by the server).
     pub fn chars_from(&self, index: usize) -> usize {
-        self.messages.iter().skip(index).map(|m| m.to_string().len()).sum()
+        (self.messages.iter().skip(index))
+            .map(|m| serde_json::to_string(m).map_or(0, |text| text.len()))
+            .sum()
     }
 
     /// Number of messages.
@@ -149,7 +139,7 @@ impl Context {
     /// dropped (0 when there is nothing older to drop).
     pub fn compact(&mut self, checkpoint: &str, keep_turns: usize) -> usize {
         let turn_starts: Vec<usize> = (HISTORY_START..self.messages.len())
-            .filter(|&i| self.messages[i]["role"] == "assistant")
+            .filter(|&i| self.messages[i].role == Role::Assistant)
             .collect();
         let keep = keep_turns.max(1);
         if turn_starts.len() <= keep {
@@ -159,7 +149,7 @@ impl Context {
         let dropped = cut - HISTORY_START;
         let tail = self.messages.split_off(cut);
         self.messages.truncate(HISTORY_START);
-        self.messages.push(json!({"role": "user", "content": checkpoint}));
+        self.messages.push(Message::user(checkpoint));
         self.messages.extend(tail);
         self.compactions += 1;
         dropped
@@ -169,6 +159,17 @@ impl Context {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::{json, Value};
+    use tessera_api::openai::ToolChoiceMode;
+
+    /// The messages as the JSON a server reads.
+    fn sent(context: &Context) -> Vec<Value> {
+        context
+            .messages()
+            .iter()
+            .map(|m| serde_json::to_value(m).unwrap())
+            .collect()
+    }
 
     fn call(id: &str, name: &str) -> ChatCall {
         ChatCall {
@@ -185,12 +186,14 @@ mod tests {
 
     #[test]
     fn each_request_extends_the_previous_one() {
-        let tools = vec![json!({"type": "function", "function": {"name": "finish"}})];
+        let tools = vec![ToolSpec::function("finish", "", json!({"type": "object"}))];
+        let auto = ToolChoiceSpec::mode(ToolChoiceMode::Auto);
         let mut context = Context::new("sys", "task");
-        let mut previous = context.request(&tools, &json!("auto"), 8, 0.0, 1);
+        let request = |context: &Context| serde_json::to_value(context.request(&tools, &auto, 8, 0.0, 1)).unwrap();
+        let mut previous = request(&context);
         for i in 0..5 {
             turn(&mut context, &format!("call_{i}"), &format!("result {i}"));
-            let next = context.request(&tools, &json!("auto"), 8, 0.0, 1);
+            let next = request(&context);
             let before = previous["messages"].as_array().unwrap();
             assert_eq!(&next["messages"].as_array().unwrap()[..before.len()], &before[..]);
             assert_eq!(next["tools"], previous["tools"], "the tool list never changes");
@@ -198,7 +201,7 @@ mod tests {
         }
         assert_eq!(
             serde_json::to_string(&previous).unwrap(),
-            serde_json::to_string(&context.request(&tools, &json!("auto"), 8, 0.0, 1)).unwrap(),
+            serde_json::to_string(&request(&context)).unwrap(),
             "serialization is deterministic"
         );
     }
@@ -209,7 +212,8 @@ mod tests {
         for i in 0..5 {
             turn(&mut context, &format!("c{i}"), "error: no such file");
         }
-        let texts: Vec<&str> = context.messages()[2..]
+        let sent = sent(&context);
+        let texts: Vec<&str> = sent[2..]
             .iter()
             .filter(|m| m["role"] == "tool")
             .map(|m| m["content"].as_str().unwrap())
@@ -230,15 +234,12 @@ mod tests {
         let mut context = Context::new("sys", "task");
         context.push_calls("", &[call("a", "file_read")]);
         context.push_observation(&call("a", "file_read"), "hello", Some("- [ ] write out.txt\n"));
-        let last = context.messages().last().unwrap()["content"]
-            .as_str()
-            .unwrap()
-            .to_string();
+        let last = sent(&context).last().unwrap()["content"].as_str().unwrap().to_string();
         assert_eq!(last, "hello\n\n[todo.md]\n- [ ] write out.txt");
         context.push_calls("", &[call("b", "file_read")]);
         context.push_observation(&call("b", "file_read"), "x", Some("  \n"));
         assert_eq!(
-            context.messages().last().unwrap()["content"],
+            sent(&context).last().unwrap()["content"],
             "x",
             "an empty todo is not recited"
         );
@@ -255,7 +256,7 @@ mod tests {
             }
         }
         let dropped = context.compact("CHECKPOINT", 2);
-        let messages = context.messages();
+        let messages = sent(&context);
         assert_eq!(dropped, 1 + 2 * 4 + 1, "reply, four turns and the note");
         assert_eq!(messages[0]["content"], "sys");
         assert_eq!(messages[1]["content"], "task");
@@ -269,7 +270,8 @@ mod tests {
         // A second compaction replaces the first checkpoint.
         turn(&mut context, "c6", "r6");
         context.compact("CHECKPOINT 2", 1);
-        let contents: Vec<&Value> = context.messages().iter().map(|m| &m["content"]).collect();
+        let messages = sent(&context);
+        let contents: Vec<&Value> = messages.iter().map(|m| &m["content"]).collect();
         assert_eq!(contents[2], "CHECKPOINT 2");
         assert!(!contents.contains(&&json!("CHECKPOINT")));
         assert_eq!(context.messages().len(), 5);

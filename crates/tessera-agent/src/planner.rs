@@ -6,6 +6,8 @@
 
 use crate::tools::Family;
 use serde_json::{json, Value};
+use tessera_api::openai::wire::ResponseFormat;
+use tessera_api::openai::{ChatCompletionRequest, Message};
 
 /// Fewest steps a complex plan has.
 pub const MIN_STEPS: usize = 2;
@@ -149,22 +151,19 @@ pub fn step_tool(step: &str, family: Family) -> Option<&'static str> {
 /// the answer held to the contract's shape by a JSON schema (servers that do
 /// not enforce it are caught by [`parse_plan`]). `retry` is the last
 /// attempt's answer and what was wrong with it.
-pub fn planner_request(task: &str, goal: &str, retry: Option<(&str, &str)>) -> Value {
+pub fn planner_request(task: &str, goal: &str, retry: Option<(&str, &str)>) -> ChatCompletionRequest {
     let mut user = format!("Task: {task}\nGoal: {goal}");
     if let Some((answer, error)) = retry {
         user.push_str(&format!(
             "\n\nYour last answer was {answer}\nIt was rejected: {error}. Answer again."
         ));
     }
-    json!({
-        "messages": [
-            {"role": "system", "content": PLANNER_PROMPT},
-            {"role": "user", "content": user},
-        ],
-        "temperature": 0,
-        "max_tokens": 256,
-        "response_format": {"type": "json_schema", "json_schema": {"name": "plan", "schema": plan_schema()}},
-    })
+    ChatCompletionRequest {
+        temperature: Some(0.0),
+        max_tokens: Some(256),
+        response_format: Some(ResponseFormat::json_schema("plan", plan_schema())),
+        ..ChatCompletionRequest::new(vec![Message::system(PLANNER_PROMPT), Message::user(user)])
+    }
 }
 
 const PLANNER_PROMPT: &str = "You plan tasks for an agent that works on files in a folder. \
@@ -341,9 +340,10 @@ mod tests {
     #[test]
     fn retry_prompt_carries_the_error() {
         let body = planner_request("t", "g", Some(("{\"mode\":\"x\"}", "mode must be …")));
+        let body = serde_json::to_value(body).unwrap();
         let user = body["messages"][1]["content"].as_str().unwrap();
         assert!(user.contains("rejected: mode must be …"));
-        assert_eq!(body["temperature"], 0);
+        assert_eq!(body["temperature"], 0.0);
         assert_eq!(
             body["response_format"]["json_schema"]["schema"]["properties"]["plan"]["minItems"],
             MIN_STEPS

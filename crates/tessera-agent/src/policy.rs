@@ -32,7 +32,7 @@
 
 use crate::planner::{step_family, Plan, PlanStep};
 use crate::tools::Family;
-use serde_json::{json, Value};
+use tessera_api::openai::{ToolChoiceMode, ToolChoiceSpec};
 
 /// Calls a plan step may take without being ticked before the harness moves
 /// on (a small model can get stuck on one step, or never tick).
@@ -205,17 +205,16 @@ impl Policy {
     }
 
     /// `tool_choice` for the next request.
-    pub fn tool_choice(&self) -> Value {
+    pub fn tool_choice(&self) -> ToolChoiceSpec {
         match &self.phase {
-            Phase::Plan => json!({"type": "function", "function": {"name": "create_plan"}}),
+            Phase::Plan => ToolChoiceSpec::named("create_plan"),
             _ => {
-                let tools: Vec<Value> = self
-                    .allowed()
-                    .into_iter()
-                    .map(|name| json!({"type": "function", "function": {"name": name}}))
-                    .collect();
-                let mode = if self.call_required() { "required" } else { "auto" };
-                json!({"type": "allowed_tools", "allowed_tools": {"mode": mode, "tools": tools}})
+                let names = self.allowed().into_iter().map(str::to_string);
+                let mode = match self.call_required() {
+                    true => ToolChoiceMode::Required,
+                    false => ToolChoiceMode::Auto,
+                };
+                ToolChoiceSpec::allowed(mode, names)
             }
         }
     }
@@ -315,6 +314,11 @@ impl Policy {
 mod tests {
     use super::*;
 
+    /// The choice as the JSON a server reads.
+    fn sent(policy: &Policy) -> serde_json::Value {
+        serde_json::to_value(policy.tool_choice()).unwrap()
+    }
+
     fn step(text: &str, family: Family) -> PlanStep {
         PlanStep {
             text: text.into(),
@@ -327,7 +331,7 @@ mod tests {
     fn plan_then_steps_then_act() {
         let mut policy = Policy::new(false, "Open the page and write its word to w.txt");
         assert_eq!(
-            policy.tool_choice()["function"]["name"],
+            sent(&policy)["function"]["name"],
             "create_plan",
             "the run starts by planning"
         );
@@ -350,7 +354,7 @@ mod tests {
             ],
             "the run's work: files, and the browser its task names; no finish before acting"
         );
-        assert_eq!(policy.tool_choice()["allowed_tools"]["mode"], "required");
+        assert_eq!(sent(&policy)["allowed_tools"]["mode"], "required");
         assert_eq!(
             policy.after_call("browser_open", true),
             None,
@@ -375,7 +379,7 @@ mod tests {
         assert!(policy.call_required(), "nothing in the workspace changed yet");
         policy.after_call("file_write", true);
         assert!(!policy.call_required(), "written, no step open: words may end the run");
-        assert_eq!(policy.tool_choice()["allowed_tools"]["mode"], "auto");
+        assert_eq!(sent(&policy)["allowed_tools"]["mode"], "auto");
     }
 
     #[test]

@@ -16,6 +16,7 @@ use crate::AgentError;
 use serde_json::{json, Value};
 use std::fmt;
 use std::path::PathBuf;
+use tessera_api::openai::{FinishReason, ToolSpec};
 
 /// The fixed system prompt (part of the cached prefix of every request).
 pub const SYSTEM_PROMPT: &str = "You are Tessera's offline agent. You do the user's task inside a workspace \
@@ -92,7 +93,7 @@ pub struct Agent<'a> {
     policy: Policy,
     journal: Journal,
     transcript: Transcript,
-    tools: Vec<Value>,
+    tools: Vec<ToolSpec>,
     turns: Vec<TurnRecord>,
     /// Planner records of the current turn, written after the turn's own.
     pending: Vec<TurnRecord>,
@@ -185,6 +186,7 @@ impl Agent<'_> {
                 misses = 0;
                 self.calls(&outcome, turn)?
             };
+            let choice = serde_json::to_value(&choice).unwrap_or_default();
             let mut record = record(turn, RequestKind::Agent, phase, choice, &outcome, calls, compacted);
             record.temperature = temperature;
             record.new_tokens = self.new_tokens(&record);
@@ -205,7 +207,7 @@ impl Agent<'_> {
     fn new_tokens(&self, record: &TurnRecord) -> Option<usize> {
         let previous = self.turns.iter().rev().find(|t| t.kind == RequestKind::Agent)?;
         let before = previous.prompt_tokens + previous.completion_tokens;
-        let replayed = previous.finish_reason != "length";
+        let replayed = previous.finish_reason != Some(FinishReason::Length);
         (replayed && !record.compacted && record.prompt_tokens > 0 && before > 0)
             .then(|| record.prompt_tokens.saturating_sub(before))
     }
@@ -243,7 +245,7 @@ impl Agent<'_> {
         }
         self.context.push_note(&format!(
             "no tool call was made (finish reason: {}); call one of: {}",
-            outcome.finish_reason,
+            finish_word(outcome.finish_reason),
             self.policy.allowed().join(", ")
         ));
         misses + 1
@@ -260,7 +262,7 @@ impl Agent<'_> {
         outcome: &ChatOutcome,
         turn: usize,
     ) -> Result<(Vec<CallRecord>, Option<StopReason>), AgentError> {
-        let cut = outcome.finish_reason == "length";
+        let cut = outcome.finish_reason == Some(FinishReason::Length);
         let last = outcome.calls.len().saturating_sub(1);
         let (mut complete, mut unreadable) = (Vec::new(), Vec::new());
         for (i, call) in outcome.calls.iter().enumerate() {
@@ -299,7 +301,7 @@ impl Agent<'_> {
         }
         if stop.is_none() {
             for call in unreadable {
-                records.push(self.unreadable_call(call, &outcome.finish_reason));
+                records.push(self.unreadable_call(call, outcome.finish_reason));
             }
             self.context.push_task_reminder(&self.config.task);
         }
@@ -307,9 +309,9 @@ impl Agent<'_> {
     }
 
     /// A call whose arguments are not JSON or were cut: a failed attempt and a note.
-    fn unreadable_call(&mut self, call: ChatCall, finish_reason: &str) -> CallRecord {
+    fn unreadable_call(&mut self, call: ChatCall, finish_reason: Option<FinishReason>) -> CallRecord {
         let error = match finish_reason {
-            "length" => format!(
+            Some(FinishReason::Length) => format!(
                 "error: the call to `{}` was cut off by the token limit before its arguments were complete; \
                  call it again with shorter arguments",
                 call.name
@@ -460,7 +462,10 @@ impl Agent<'_> {
 
     /// The tool list's size in tokens, estimated from its characters.
     fn tools_tokens(&self) -> usize {
-        self.tools.iter().map(|t| t.to_string().len()).sum::<usize>() / CHARS_PER_TOKEN
+        (self.tools.iter())
+            .map(|t| serde_json::to_string(t).map_or(0, |text| text.len()))
+            .sum::<usize>()
+            / CHARS_PER_TOKEN
     }
 
     fn checkpoint(&self) -> Checkpoint {
@@ -543,6 +548,14 @@ fn parse_arguments(text: &str) -> Result<Value, String> {
     }
 }
 
+/// The word a server sends for `reason` (`none` when it sent none).
+fn finish_word(reason: Option<FinishReason>) -> String {
+    reason
+        .and_then(|reason| serde_json::to_value(reason).ok())
+        .and_then(|word| word.as_str().map(str::to_string))
+        .unwrap_or_else(|| "none".into())
+}
+
 fn record(
     turn: usize,
     kind: RequestKind,
@@ -566,7 +579,7 @@ fn record(
         completion_tokens: outcome.completion_tokens,
         ttft_ms: outcome.ttft.as_secs_f64() * 1e3,
         total_ms: outcome.total.as_secs_f64() * 1e3,
-        finish_reason: outcome.finish_reason.clone(),
+        finish_reason: outcome.finish_reason,
         content: outcome.content.clone(),
         calls,
         compacted,

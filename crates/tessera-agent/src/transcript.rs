@@ -10,6 +10,7 @@ use serde::Serialize;
 use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
+use tessera_api::openai::FinishReason;
 
 /// Which loop sent a request.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -43,7 +44,7 @@ pub struct TurnRecord {
     pub kind: RequestKind,
     /// The policy phase (`reply`, `plan`, `step 1/3`, `act`; `planner`).
     pub phase: String,
-    /// The `tool_choice` sent.
+    /// The `tool_choice` sent (the planner's: its response format).
     pub tool_choice: serde_json::Value,
     /// Prompt tokens.
     pub prompt_tokens: usize,
@@ -57,8 +58,8 @@ pub struct TurnRecord {
     pub ttft_ms: f64,
     /// Time to the end of the answer, in milliseconds.
     pub total_ms: f64,
-    /// Why generation stopped.
-    pub finish_reason: String,
+    /// Why generation stopped (null when the server did not say).
+    pub finish_reason: Option<FinishReason>,
     /// Free text of the answer.
     pub content: String,
     /// Calls and their results.
@@ -236,7 +237,7 @@ mod tests {
             completion_tokens: 3,
             ttft_ms: 12.0,
             total_ms: 30.0,
-            finish_reason: "tool_calls".into(),
+            finish_reason: Some(FinishReason::ToolCalls),
             content: String::new(),
             calls: vec![CallRecord {
                 name: "file_read".into(),

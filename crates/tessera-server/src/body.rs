@@ -44,7 +44,7 @@ pub fn parse<T: DeserializeOwned>(body: Result<Bytes, BytesRejection>, limit: us
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::api::ChatRequest;
+    use tessera_api::openai::ChatCompletionRequest as ChatRequest;
 
     fn error_of(json: &str) -> ApiError {
         parse::<ChatRequest>(Ok(Bytes::from(json.to_string())), 1000).unwrap_err()

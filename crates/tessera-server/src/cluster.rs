@@ -15,7 +15,6 @@
 //! `GET /loads` stays a 404 on purpose: SMG tries it first and, on any 200,
 //! would poll only it.
 
-use crate::api::{ChatRequest, CompletionRequest};
 use crate::body::parse;
 use crate::error::ApiError;
 use crate::routes::off_the_runtime;
@@ -27,8 +26,9 @@ use axum::response::{IntoResponse, Response};
 use axum::Json;
 use serde_json::{json, Value};
 use std::fmt::Write;
+use tessera_api::openai::{chat_request, completion_job, ChatCompletionRequest, CompletionRequest};
+use tessera_api::{chat_job, Api, Endpoint, Job, RequestError};
 use tessera_engine::EngineMetrics;
-use tessera_openai::{chat_job, completion_job, Job, OpenAi, OpenAiError};
 
 /// `GET /kv/blocks`: every full block of the prefix index by the names KV
 /// events give it, so a subscriber can check the set it rebuilt.
@@ -48,8 +48,14 @@ pub async fn kv_blocks(State(state): State<AppState>) -> Response {
 
 /// `POST /v1/chat/completions/render`.
 pub async fn render_chat(State(state): State<AppState>, body: Result<Bytes, BytesRejection>) -> Response {
-    let rendered = match parse::<ChatRequest>(body, state.config.max_body_bytes) {
-        Ok(request) => off_the_runtime(&state, move |openai| render(openai, chat_job(openai, request, None)?)).await,
+    let rendered = match parse::<ChatCompletionRequest>(body, state.config.max_body_bytes) {
+        Ok(request) => {
+            off_the_runtime(&state, move |api| {
+                let (request, _) = chat_request(request, None)?;
+                render(api, chat_job(api, Endpoint::Chat, request)?)
+            })
+            .await
+        }
         Err(error) => Err(error),
     };
     match rendered {
@@ -61,12 +67,7 @@ pub async fn render_chat(State(state): State<AppState>, body: Result<Bytes, Byte
 /// `POST /v1/completions/render`.
 pub async fn render_completion(State(state): State<AppState>, body: Result<Bytes, BytesRejection>) -> Response {
     let rendered = match parse::<CompletionRequest>(body, state.config.max_body_bytes) {
-        Ok(request) => {
-            off_the_runtime(&state, move |openai| {
-                render(openai, completion_job(openai, request, None)?)
-            })
-            .await
-        }
+        Ok(request) => off_the_runtime(&state, move |api| render(api, completion_job(api, request, None)?.0)).await,
         Err(error) => Err(error),
     };
     match rendered {
@@ -76,12 +77,12 @@ pub async fn render_completion(State(state): State<AppState>, body: Result<Bytes
 }
 
 /// vLLM's render answer for a validated job: what the engine would prefill.
-fn render(openai: &OpenAi, job: Job) -> Result<Value, OpenAiError> {
+fn render(api: &Api, job: Job) -> Result<Value, RequestError> {
     let max_tokens = job.request.max_tokens;
-    let tokens = openai
+    let tokens = api
         .engine()
         .render(job.request)
-        .map_err(|error| OpenAiError::engine(error, job.endpoint))?;
+        .map_err(|error| RequestError::engine(error, job.endpoint))?;
     Ok(json!({
         "token_ids": tokens,
         "features": null,

@@ -1,5 +1,7 @@
-//! Errors as OpenAI shapes them: `{"error": {"message", "type", "param", "code"}}`
-//! with the HTTP status. Every error reaches the client through here, once;
+//! Errors with their HTTP status, shaped as the client's protocol shapes them:
+//! OpenAI's `{"error": {"message", "type", "param", "code"}}`, or Anthropic's
+//! `{"type": "error", "error": {"type", "message"}}` on its routes
+//! ([`Dialect`]). Every error reaches the client through here, once;
 //! internal errors are logged and answered without their details.
 
 use axum::http::StatusCode;
@@ -7,6 +9,25 @@ use axum::response::{IntoResponse, Response};
 use axum::Json;
 use serde_json::json;
 use tessera_engine::EngineError;
+
+/// Which protocol's error shape a route answers in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Dialect {
+    /// OpenAI's (Chat Completions, Completions, Responses, everything else).
+    OpenAi,
+    /// Anthropic's (`/v1/messages…`).
+    Anthropic,
+}
+
+impl Dialect {
+    /// The dialect of the route at `path`.
+    pub fn of_path(path: &str) -> Self {
+        match path.starts_with("/v1/messages") {
+            true => Self::Anthropic,
+            false => Self::OpenAi,
+        }
+    }
+}
 
 /// An error answered to the client.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -59,7 +80,7 @@ impl ApiError {
     pub fn unauthorized() -> Self {
         Self {
             status: StatusCode::UNAUTHORIZED,
-            message: "invalid or missing API key: send `Authorization: Bearer <key>`".into(),
+            message: "invalid or missing API key: send `Authorization: Bearer <key>` or `x-api-key: <key>`".into(),
             kind: "invalid_request_error",
             param: None,
             code: Some("invalid_api_key"),
@@ -101,7 +122,7 @@ impl ApiError {
     }
 
     /// The engine's `error`; `param` is the request field it is about, as
-    /// the OpenAI layer named it (statuses: 400, 429, 503, else 500).
+    /// the API layer named it (statuses: 400, 429, 503, else 500).
     pub fn engine(error: &EngineError, param: Option<&str>) -> Self {
         match error {
             EngineError::OverLimit { .. } => Self::invalid(param.unwrap_or_default(), error.to_string()),
@@ -136,21 +157,54 @@ impl ApiError {
             "code": self.code,
         }})
     }
+
+    /// The error as Anthropic's JSON body: its type by status, the field at
+    /// fault named in the message.
+    pub fn anthropic_body(&self) -> serde_json::Value {
+        let kind = match self.status.as_u16() {
+            400 | 405 => "invalid_request_error",
+            401 => "authentication_error",
+            403 => "permission_error",
+            404 => "not_found_error",
+            413 => "request_too_large",
+            429 => "rate_limit_error",
+            503 => "overloaded_error",
+            _ => "api_error",
+        };
+        let message = match self.param.as_deref().filter(|p| !p.is_empty()) {
+            Some(param) if !self.message.starts_with(param) => format!("{param}: {}", self.message),
+            _ => self.message.clone(),
+        };
+        json!({"type": "error", "error": {"type": kind, "message": message}})
+    }
+
+    /// The body in `dialect`'s shape.
+    pub fn body_in(&self, dialect: Dialect) -> serde_json::Value {
+        match dialect {
+            Dialect::OpenAi => self.body(),
+            Dialect::Anthropic => self.anthropic_body(),
+        }
+    }
+
+    /// The response in `dialect`'s shape.
+    pub fn response_in(self, dialect: Dialect) -> Response {
+        (self.status, Json(self.body_in(dialect))).into_response()
+    }
 }
 
-impl From<tessera_openai::InvalidRequest> for ApiError {
-    fn from(error: tessera_openai::InvalidRequest) -> Self {
+impl From<tessera_api::InvalidRequest> for ApiError {
+    fn from(error: tessera_api::InvalidRequest) -> Self {
         Self::invalid(error.param, error.message)
     }
 }
 
-impl From<tessera_openai::OpenAiError> for ApiError {
-    fn from(error: tessera_openai::OpenAiError) -> Self {
+impl From<tessera_api::RequestError> for ApiError {
+    fn from(error: tessera_api::RequestError) -> Self {
         match error {
-            tessera_openai::OpenAiError::Invalid(invalid) => invalid.into(),
-            tessera_openai::OpenAiError::Engine { source, param } => Self::engine(&source, param),
-            internal @ tessera_openai::OpenAiError::Internal { .. } => {
-                Self::internal("a request failed inside the OpenAI layer", &internal)
+            tessera_api::RequestError::Invalid(invalid) => invalid.into(),
+            tessera_api::RequestError::Engine { source, param } => Self::engine(&source, param),
+            internal @ tessera_api::RequestError::Internal { .. } => {
+                Self::internal("a request failed inside the API layer", &internal)
             }
         }
     }

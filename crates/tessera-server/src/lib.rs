@@ -1,11 +1,14 @@
-//! Tessera's OpenAI-compatible HTTP server: `POST /v1/chat/completions`,
-//! `POST /v1/completions`, `GET /v1/models`, `GET /health`, `GET /metrics`.
-//! The only crate that knows HTTP: it reads bodies within their limit, hands
-//! them to `tessera-openai` (validation, prompt rendering, answers), frames
-//! streamed answers as server-sent events, checks the API key, exposes the
-//! metrics, and maps every typed error to an HTTP status at one place
-//! ([`ApiError`]). A dropped connection drops the request's event
-//! stream, which cancels it and frees its KV blocks.
+//! Tessera's HTTP server: OpenAI's `POST /v1/chat/completions`,
+//! `/v1/completions` and `/v1/responses`, Anthropic's `POST /v1/messages` and
+//! `/v1/messages/count_tokens`, `GET /v1/models`, `GET /health`,
+//! `GET /metrics`, and what routers in front of replicas read. The only
+//! crate that knows HTTP: it reads bodies within their limit, hands them to
+//! `tessera-api` (each protocol parsed into one typed core: validation,
+//! prompt rendering, answers), frames streamed answers as server-sent
+//! events, checks the API key, exposes the metrics, and maps every typed
+//! error to an HTTP status at one place ([`ApiError`], in each protocol's
+//! error shape). A dropped connection drops the request's event stream,
+//! which cancels it and frees its KV blocks.
 #![deny(missing_docs)]
 
 mod body;
@@ -16,16 +19,15 @@ mod metrics;
 mod respond;
 mod routes;
 
-pub use error::ApiError;
+pub use error::{ApiError, Dialect};
 pub use kv_events::start_kv_events;
 pub use routes::router;
-pub use tessera_openai::api;
-pub use tessera_openai::{Delta, Pipeline, StopScanner, DEFAULT_MAX_TOKENS};
+pub use tessera_api::{Delta, Pipeline, StopScanner, DEFAULT_MAX_TOKENS, DEFAULT_STORED_RESPONSES};
 
 use std::sync::Arc;
 use std::time::Duration;
+use tessera_api::{Api, ApiConfig};
 use tessera_engine::EngineHandle;
-use tessera_openai::{OpenAi, OpenAiConfig};
 
 /// How the server behaves at its edge.
 #[derive(Debug, Clone)]
@@ -45,6 +47,8 @@ pub struct ServerConfig {
     /// Ignore schema keywords the constraint cannot enforce (named in a
     /// warning header) instead of refusing the request.
     pub lenient_schemas: bool,
+    /// Responses kept for the Responses API's `previous_response_id`.
+    pub stored_responses: usize,
 }
 
 impl Default for ServerConfig {
@@ -56,6 +60,7 @@ impl Default for ServerConfig {
             shutdown_grace: Duration::from_secs(30),
             default_max_tokens: DEFAULT_MAX_TOKENS,
             lenient_schemas: false,
+            stored_responses: DEFAULT_STORED_RESPONSES,
         }
     }
 }
@@ -70,24 +75,25 @@ pub struct AppState {
     pub(crate) engine: EngineHandle,
     pub(crate) config: Arc<ServerConfig>,
     /// Request validation and answers, shared with in-process callers' code.
-    pub(crate) openai: OpenAi,
+    pub(crate) api: Api,
 }
 
 impl AppState {
     /// State for a server over `engine`.
     pub fn new(engine: EngineHandle, config: ServerConfig) -> Self {
-        let openai = OpenAi::new(
+        let api = Api::new(
             engine.clone(),
-            OpenAiConfig {
+            ApiConfig {
                 model_name: config.model_name.clone(),
                 default_max_tokens: config.default_max_tokens,
                 lenient_schemas: config.lenient_schemas,
+                stored_responses: config.stored_responses,
             },
         );
         Self {
             engine,
             config: Arc::new(config),
-            openai,
+            api,
         }
     }
 }

@@ -1,10 +1,11 @@
-//! The routes, the API-key check and the handlers' thin glue.
+//! The routes, the API-key check and the handlers' thin glue: read the body
+//! within its limit, parse it into the core on a blocking thread, answer in
+//! the protocol it came through.
 
-use crate::api::{ChatRequest, CompletionRequest};
 use crate::body::parse;
-use crate::error::ApiError;
+use crate::error::{ApiError, Dialect};
 use crate::metrics::prometheus;
-use crate::respond::answer;
+use crate::respond;
 use crate::AppState;
 use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
@@ -15,13 +16,18 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
 use serde_json::json;
-use tessera_openai::{chat_job, completion_job, OpenAi, OpenAiError};
+use tessera_api::anthropic::{messages_request, MessagesRequest, TokenCount};
+use tessera_api::openai::{chat_request, completion_job, ChatCompletionRequest, CompletionRequest};
+use tessera_api::responses::{responses_request, ResponsesRender, ResponsesRequest};
+use tessera_api::{chat_job, Api, Endpoint, Job, RequestError};
 
 /// Header naming the client's session (preferred over the body's `user`).
 pub const SESSION_HEADER: &str = "x-session-id";
 /// SMG's routing key, which SMG forwards (it drops `X-Session-Id`): the
 /// session when no `X-Session-Id` is sent.
 pub const ROUTING_KEY_HEADER: &str = "x-smg-routing-key";
+/// Anthropic's API-key header (accepted beside `Authorization: Bearer`).
+pub const API_KEY_HEADER: &str = "x-api-key";
 
 /// Every route, with the body limit and (when configured) the API-key check.
 pub fn router(state: AppState) -> Router {
@@ -29,6 +35,9 @@ pub fn router(state: AppState) -> Router {
     let api = Router::new()
         .route("/v1/chat/completions", post(chat_completions))
         .route("/v1/completions", post(completions))
+        .route("/v1/messages", post(messages))
+        .route("/v1/messages/count_tokens", post(count_tokens))
+        .route("/v1/responses", post(responses))
         .route("/v1/chat/completions/render", post(crate::cluster::render_chat))
         .route("/v1/completions/render", post(crate::cluster::render_completion))
         .route("/v1/models", get(models))
@@ -49,16 +58,21 @@ async fn require_api_key(State(state): State<AppState>, request: Request, next: 
     let Some(expected) = state.config.api_key.as_deref() else {
         return next.run(request).await;
     };
-    let given = request
-        .headers()
-        .get(header::AUTHORIZATION)
-        .and_then(|value| value.to_str().ok())
-        .and_then(|value| value.strip_prefix("Bearer "));
-    if given.is_some_and(|key| constant_time_eq(key.as_bytes(), expected.as_bytes())) {
+    if has_key(request.headers(), expected) {
         next.run(request).await
     } else {
-        ApiError::unauthorized().into_response()
+        ApiError::unauthorized().response_in(Dialect::of_path(request.uri().path()))
     }
+}
+
+/// Whether `headers` carry `expected` as `Authorization: Bearer` or `x-api-key`.
+fn has_key(headers: &HeaderMap, expected: &str) -> bool {
+    let text = |name: &str| headers.get(name).and_then(|value| value.to_str().ok());
+    let bearer = text(header::AUTHORIZATION.as_str()).and_then(|value| value.strip_prefix("Bearer "));
+    [bearer, text(API_KEY_HEADER)]
+        .iter()
+        .flatten()
+        .any(|key| constant_time_eq(key.as_bytes(), expected.as_bytes()))
 }
 
 /// Compare without an early exit on the first differing byte.
@@ -83,27 +97,116 @@ async fn chat_completions(
     headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> Response {
-    let job = match parse::<ChatRequest>(body, state.config.max_body_bytes) {
+    let job = match parse::<ChatCompletionRequest>(body, state.config.max_body_bytes) {
         Ok(request) => {
             let session = session(&headers);
-            off_the_runtime(&state, move |openai| chat_job(openai, request, session)).await
+            off_the_runtime(&state, move |api| {
+                let (request, streaming) = chat_request(request, session)?;
+                Ok((chat_job(api, Endpoint::Chat, request)?, streaming))
+            })
+            .await
         }
         Err(error) => Err(error),
     };
     match job {
-        Ok(job) => {
+        Ok((job, streaming)) => {
             let warnings = job.schema_warnings.clone();
-            let mut response = answer(&state, job).await;
-            if !warnings.is_empty() {
-                tracing::warn!("lenient schemas: {}", warnings.join("; "));
-                response
-                    .headers_mut()
-                    .insert(SCHEMA_WARNINGS_HEADER, header_text(&warnings.join("; ")));
-            }
-            response
+            let response = respond::chat(&state.api, job, streaming).await;
+            with_schema_warnings(response, &warnings)
         }
         Err(error) => error.into_response(),
     }
+}
+
+async fn completions(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+) -> Response {
+    let job = match parse::<CompletionRequest>(body, state.config.max_body_bytes) {
+        Ok(request) => {
+            let session = session(&headers);
+            off_the_runtime(&state, move |api| completion_job(api, request, session)).await
+        }
+        Err(error) => Err(error),
+    };
+    match job {
+        Ok((job, streaming)) => respond::completion(&state.api, job, streaming).await,
+        Err(error) => error.into_response(),
+    }
+}
+
+async fn messages(State(state): State<AppState>, headers: HeaderMap, body: Result<Bytes, BytesRejection>) -> Response {
+    let job = match parse::<MessagesRequest>(body, state.config.max_body_bytes) {
+        Ok(request) => {
+            let session = session(&headers);
+            off_the_runtime(&state, move |api| {
+                let (request, stream) = messages_request(request, session, false)?;
+                Ok((chat_job(api, Endpoint::Messages, request)?, stream))
+            })
+            .await
+        }
+        Err(error) => Err(error),
+    };
+    match job {
+        Ok((job, stream)) => {
+            let warnings = job.schema_warnings.clone();
+            let response = respond::messages(&state.api, job, stream).await;
+            with_schema_warnings(response, &warnings)
+        }
+        Err(error) => error.response_in(Dialect::Anthropic),
+    }
+}
+
+async fn count_tokens(State(state): State<AppState>, body: Result<Bytes, BytesRejection>) -> Response {
+    let counted = match parse::<MessagesRequest>(body, state.config.max_body_bytes) {
+        Ok(request) => {
+            off_the_runtime(&state, move |api| {
+                let (request, _) = messages_request(request, None, true)?;
+                tessera_api::count_tokens(api, Endpoint::Messages, request)
+            })
+            .await
+        }
+        Err(error) => Err(error),
+    };
+    match counted {
+        Ok(input_tokens) => Json(TokenCount { input_tokens }).into_response(),
+        Err(error) => error.response_in(Dialect::Anthropic),
+    }
+}
+
+async fn responses(State(state): State<AppState>, headers: HeaderMap, body: Result<Bytes, BytesRejection>) -> Response {
+    let job = match parse::<ResponsesRequest>(body, state.config.max_body_bytes) {
+        Ok(request) => {
+            let session = session(&headers);
+            off_the_runtime(&state, move |api| {
+                let (request, continuation) = responses_request(api, request, session)?;
+                let job: Job = chat_job(api, Endpoint::Responses, request)?;
+                Ok((job, ResponsesRender::new(continuation, api.response_store())))
+            })
+            .await
+        }
+        Err(error) => Err(error),
+    };
+    match job {
+        Ok((job, render)) => {
+            let warnings = job.schema_warnings.clone();
+            let response = respond::responses(&state.api, job, render).await;
+            with_schema_warnings(response, &warnings)
+        }
+        Err(error) => error.into_response(),
+    }
+}
+
+/// `response` with the schema keywords a lenient server ignored named in a header.
+fn with_schema_warnings(mut response: Response, warnings: &[String]) -> Response {
+    if !warnings.is_empty() {
+        tracing::warn!("lenient schemas: {}", warnings.join("; "));
+        response
+            .headers_mut()
+            .insert(SCHEMA_WARNINGS_HEADER, header_text(&warnings.join("; ")));
+    }
+    response
 }
 
 /// Validate a request on a blocking thread: rendering the template,
@@ -112,10 +215,10 @@ async fn chat_completions(
 /// streams). The tool-set cache is shared without a lock across a compile.
 pub(crate) async fn off_the_runtime<T: Send + 'static>(
     state: &AppState,
-    validate: impl FnOnce(&OpenAi) -> Result<T, OpenAiError> + Send + 'static,
+    validate: impl FnOnce(&Api) -> Result<T, RequestError> + Send + 'static,
 ) -> Result<T, ApiError> {
-    let openai = state.openai.clone();
-    match tokio::task::spawn_blocking(move || validate(&openai)).await {
+    let api = state.api.clone();
+    match tokio::task::spawn_blocking(move || validate(&api)).await {
         Ok(job) => job.map_err(ApiError::from),
         Err(error) => Err(ApiError::internal("validating a request", &error)),
     }
@@ -133,27 +236,9 @@ fn header_text(text: &str) -> HeaderValue {
     HeaderValue::from_str(&visible).unwrap_or_else(|_| HeaderValue::from_static("?"))
 }
 
-async fn completions(
-    State(state): State<AppState>,
-    headers: HeaderMap,
-    body: Result<Bytes, BytesRejection>,
-) -> Response {
-    let job = match parse::<CompletionRequest>(body, state.config.max_body_bytes) {
-        Ok(request) => {
-            let session = session(&headers);
-            off_the_runtime(&state, move |openai| completion_job(openai, request, session)).await
-        }
-        Err(error) => Err(error),
-    };
-    match job {
-        Ok(job) => answer(&state, job).await,
-        Err(error) => error.into_response(),
-    }
-}
-
 async fn models(State(state): State<AppState>) -> Json<serde_json::Value> {
     Json(json!({"object": "list", "data": [{
-        "id": state.config.model_name, "object": "model", "created": state.openai.started(), "owned_by": "tessera",
+        "id": state.config.model_name, "object": "model", "created": state.api.started(), "owned_by": "tessera",
     }]}))
 }
 
@@ -182,9 +267,9 @@ async fn health(State(state): State<AppState>) -> Response {
 }
 
 async fn method_not_allowed(method: Method, uri: Uri) -> Response {
-    ApiError::method_not_allowed(method.as_str(), uri.path()).into_response()
+    ApiError::method_not_allowed(method.as_str(), uri.path()).response_in(Dialect::of_path(uri.path()))
 }
 
 async fn not_found(uri: Uri) -> Response {
-    ApiError::not_found(uri.path()).into_response()
+    ApiError::not_found(uri.path()).response_in(Dialect::of_path(uri.path()))
 }

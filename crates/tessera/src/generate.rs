@@ -3,15 +3,18 @@
 //! (a system prompt, an earlier turn) warm across invocations.
 
 use crate::model_files::{fingerprint_for_cache, load_model, ModelArgs};
-use crate::tool_args::{constraint, load_tools, parse_choice};
+use crate::tool_args::{choice_spec, load_tools};
 use anyhow::{bail, Context, Result};
 use std::io::{IsTerminal, Read, Write};
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
-use tessera_constrain::{tools_prompt, CallFormat, ToolDef};
-use tessera_engine::{Constraint, EngineConfig, EngineHandle, Event, GenerateRequest};
-use tessera_model::{ChatMessage, ChatRole, LoadedModel, Protected};
-use tessera_sample::SamplingParams;
+use tessera_api::openai::convert::{parse_choice, tool_defs};
+use tessera_api::openai::ToolSpec;
+use tessera_api::{
+    chat_job, raw_job, start, Answer, Api, ApiConfig, ChatRequest, Collected, Delta, Endpoint, Message, RawRequest,
+    RequestError, Sampling, Step,
+};
+use tessera_engine::{EngineConfig, EngineHandle};
 
 /// Arguments of `tessera generate`.
 #[derive(Debug, clap::Args)]
@@ -95,55 +98,20 @@ struct Timing {
 }
 
 pub fn run(args: GenerateArgs) -> Result<()> {
-    let params = SamplingParams {
-        temperature: args.temperature,
-        top_k: args.top_k,
-        top_p: args.top_p,
-        min_p: args.min_p,
-        repetition_penalty: args.repeat_penalty,
-        seed: args.seed,
-    };
-    params.validate()?;
     if args.max_tokens == 0 {
         bail!("--max-tokens must be at least 1");
     }
     if args.prefill_chunk == 0 {
         bail!("--prefill-chunk must be at least 1");
     }
-    let tool_defs = args.tools.as_deref().map(load_tools).transpose()?;
-    let constraint = tool_defs
-        .as_deref()
-        .map(|tools| constraint(tools, parse_choice(&args.tool_choice, args.parallel_tool_calls)))
-        .transpose()?;
+    let tools = args.tools.as_deref().map(load_tools).transpose()?;
     let prompt_text = read_prompt(args.prompt.as_deref())?;
     let loaded = load_model(&args.model)?;
-    let prompt = prompt_tokens(
-        &loaded,
-        &prompt_text,
-        args.chat,
-        args.system.as_deref(),
-        tool_defs.as_deref(),
-    )?;
-    if prompt.is_empty() {
-        bail!("the prompt is empty");
-    }
     let context = loaded.model.config().max_context;
-    if prompt.len() >= context {
-        bail!(
-            "the prompt is {} tokens, over the model's context of {context} tokens (one is needed to generate)",
-            prompt.len()
-        );
-    }
-    let engine = EngineHandle::start(loaded, engine_config(&args, prompt.len(), context)?)?;
-    let request = GenerateRequest {
-        prompt,
-        sampling: params,
-        max_tokens: args.max_tokens,
-        stop_at_eos: !args.ignore_eos,
-        constraint: constraint.map(Constraint::Tools),
-        ..GenerateRequest::greedy(Vec::new(), 1)
-    };
-    let outcome = stream(&engine, request);
+    let prompt_bound = prompt_bound(&args, &prompt_text, tools.as_deref());
+    let engine = EngineHandle::start(loaded, engine_config(&args, prompt_bound, context)?)?;
+    let api = Api::new(engine.clone(), ApiConfig::default());
+    let outcome = submit(&api, &args, prompt_text, tools).and_then(|answer| stream(answer, args.tools.is_some()));
     // Saves the prefix cache when --kv-cache-dir is set.
     let shutdown = engine.shutdown().wait();
     let timing = outcome?;
@@ -156,8 +124,75 @@ pub fn run(args: GenerateArgs) -> Result<()> {
     Ok(())
 }
 
-fn engine_config(args: &GenerateArgs, prompt_tokens: usize, context: usize) -> Result<EngineConfig> {
-    let budget = (prompt_tokens + args.max_tokens).min(context);
+/// The request, through the same typed core as the server's: a chat (with
+/// `--chat`, `--system` or `--tools`: the prompt, the system text and the
+/// tools are outside text, never control tokens) or a raw prompt (the
+/// caller's own text: `<|im_start|>` in it is the control token).
+fn submit(api: &Api, args: &GenerateArgs, prompt: String, tools: Option<Vec<ToolSpec>>) -> Result<Answer> {
+    let sampling = Sampling {
+        temperature: Some(args.temperature),
+        top_p: Some(args.top_p),
+        top_k: Some(args.top_k),
+        min_p: Some(args.min_p),
+        repetition_penalty: Some(args.repeat_penalty),
+        seed: Some(args.seed),
+    };
+    let max_tokens = Some(args.max_tokens as u64);
+    let job = if args.chat || args.system.is_some() || tools.is_some() {
+        let mut messages: Vec<Message> = args.system.iter().cloned().map(Message::System).collect();
+        messages.push(Message::User(prompt));
+        let choice = match &tools {
+            Some(_) => Some(parse_choice(&choice_spec(&args.tool_choice), "--tool-choice").map_err(refused)?),
+            None => None,
+        };
+        let request = ChatRequest {
+            parallel_tool_calls: Some(args.parallel_tool_calls),
+            sampling,
+            max_tokens,
+            ignore_eos: args.ignore_eos,
+            ..ChatRequest::new(messages).with_tools(tool_defs(tools.as_deref().unwrap_or_default()), choice)
+        };
+        chat_job(api, Endpoint::Chat, request)
+    } else {
+        let request = RawRequest {
+            prompt,
+            sampling,
+            max_tokens,
+            ignore_eos: args.ignore_eos,
+            ..RawRequest::default()
+        };
+        raw_job(api, Endpoint::Completion, request)
+    }
+    .map_err(refused)?;
+    for warning in &job.schema_warnings {
+        eprintln!("warning: {warning}");
+    }
+    start(api, job).map_err(refused)
+}
+
+/// A refused request as one line, its field in the CLI's words.
+fn refused(error: RequestError) -> anyhow::Error {
+    let text = error
+        .to_string()
+        .replace("tools[", "--tools: tools[")
+        .replace("max_tokens", "--max-tokens");
+    anyhow::anyhow!(text)
+}
+
+/// Template text around the messages, in tokens at most (generous: ChatML
+/// spends about ten).
+const TEMPLATE_TOKENS: usize = 256;
+
+/// At least as many tokens as the prompt will have (a token spells at least
+/// one byte), known before the model's tokenizer is: it sizes the K/V pool.
+fn prompt_bound(args: &GenerateArgs, prompt: &str, tools: Option<&[ToolSpec]>) -> usize {
+    let tools = tools.map_or(0, |tools| serde_json::to_string(tools).map_or(0, |text| 2 * text.len()));
+    let system = args.system.as_ref().map_or(0, String::len);
+    prompt.len() + system + tools + TEMPLATE_TOKENS
+}
+
+fn engine_config(args: &GenerateArgs, prompt_bound: usize, context: usize) -> Result<EngineConfig> {
+    let budget = (prompt_bound + args.max_tokens).min(context);
     let floor = if args.kv_cache_dir.is_some() { 8192 } else { 0 };
     let kv_tokens = args.kv_cache_tokens.unwrap_or(floor).max(budget);
     let model_fingerprint = fingerprint_for_cache(&args.model, args.kv_cache_dir.as_deref())?;
@@ -171,54 +206,63 @@ fn engine_config(args: &GenerateArgs, prompt_tokens: usize, context: usize) -> R
     })
 }
 
-/// Submit, print the text as it streams, and time it.
-fn stream(engine: &EngineHandle, request: GenerateRequest) -> Result<Timing> {
-    let prompt_tokens = request.prompt.len();
-    let echo = request.constraint.is_none();
+/// Read the answer, print it (text as it streams; with tools, the text and
+/// then the calls as one JSON line), and time it.
+fn stream(mut answer: Answer, tools: bool) -> Result<Timing> {
+    let prompt_tokens = answer.header().prompt_tokens;
     let started = Instant::now();
-    let mut events = engine.submit(request)?;
     let mut stdout = std::io::stdout().lock();
+    let mut collected = Collected::default();
     let (mut first, mut last) = (None, None);
     loop {
-        match events.blocking_next() {
-            Some(Event::Token { text, .. }) => {
+        match answer.blocking_next() {
+            Some(Step::Deltas(deltas)) => {
                 let now = Instant::now();
                 first.get_or_insert(now);
                 last = Some(now);
-                if echo {
-                    stdout.write_all(text.as_bytes())?;
-                    stdout.flush()?;
+                for delta in deltas {
+                    if let (false, Delta::Content(text)) = (tools, &delta) {
+                        stdout.write_all(text.as_bytes())?;
+                        stdout.flush()?;
+                    }
+                    collected.push(delta);
                 }
             }
-            Some(Event::Finished(completion)) => {
-                if let Some(output) = &completion.tool_output {
-                    print_tool_output(&mut stdout, output)?;
-                } else {
-                    writeln!(stdout)?;
+            Some(Step::Finished(ending)) => {
+                match tools {
+                    true => print_calls(&mut stdout, &collected)?,
+                    false => writeln!(stdout)?,
                 }
                 let first = first.unwrap_or_else(Instant::now);
-                let generated = completion.usage.completion_tokens;
+                let generated = ending.usage.completion_tokens;
                 return Ok(Timing {
                     prompt_tokens,
-                    cached_tokens: completion.usage.cached_tokens,
+                    cached_tokens: ending.usage.cached_tokens,
                     prefill: first - started,
                     generated,
                     decode_steps: generated.saturating_sub(1),
                     decode: last.map(|last| last - first).unwrap_or_default(),
                 });
             }
-            Some(Event::Failed(error)) => return Err(error.into()),
+            Some(Step::Failed(error)) => return Err(refused(error)),
             None => bail!("the engine stopped before the answer ended"),
         }
     }
 }
 
 /// The free text (if any), then the calls as one JSON line.
-fn print_tool_output(out: &mut impl Write, output: &tessera_engine::ToolOutput) -> Result<()> {
-    if !output.parsed.content.is_empty() {
-        writeln!(out, "{}", output.parsed.content)?;
+fn print_calls(out: &mut impl Write, collected: &Collected) -> Result<()> {
+    if !collected.content.is_empty() {
+        writeln!(out, "{}", collected.content)?;
     }
-    let calls: Vec<serde_json::Value> = output.parsed.calls.iter().map(|call| call.to_json()).collect();
+    let calls: Vec<serde_json::Value> = collected
+        .calls
+        .iter()
+        .map(|call| {
+            let arguments: serde_json::Value = serde_json::from_str(&call.arguments).unwrap_or_default();
+            serde_json::json!({"name": call.name, "arguments": arguments})
+        })
+        .collect();
     writeln!(out, "{}", serde_json::Value::Array(calls))?;
     Ok(())
 }
@@ -237,42 +281,6 @@ fn read_prompt(given: Option<&str>) -> Result<String> {
         .read_to_string(&mut text)
         .context("reading the prompt from stdin")?;
     Ok(text)
-}
-
-/// The prompt's tokens. A raw prompt (no `--chat`, `--system` or `--tools`)
-/// is the caller's own text and keeps special-token parsing (`<|im_start|>`
-/// is the control token); in a chat, the prompt, the system text and the
-/// tools are outside the template and never become control tokens.
-fn prompt_tokens(
-    loaded: &LoadedModel,
-    prompt: &str,
-    chat: bool,
-    system: Option<&str>,
-    tools: Option<&[ToolDef]>,
-) -> Result<Vec<u32>> {
-    if !chat && system.is_none() && tools.is_none() {
-        return Ok(loaded.tokenizer.encode(prompt)?);
-    }
-    let mut protected = Protected::new(&loaded.tokenizer);
-    let format = CallFormat::detect(loaded.template.source());
-    let section = tools.map(|tools| {
-        let tools: Vec<ToolDef> = tools
-            .iter()
-            .map(|t| t.map_text(|text| protected.protect(text)))
-            .collect();
-        tools_prompt(&tools, format)
-    });
-    let system = match (system.map(|text| protected.protect(text)), section) {
-        (Some(system), Some(section)) => Some(format!("{system}\n\n{section}")),
-        (system, section) => system.or(section),
-    };
-    let mut messages = Vec::new();
-    if let Some(system) = system {
-        messages.push(ChatMessage::new(ChatRole::System, system));
-    }
-    messages.push(ChatMessage::new(ChatRole::User, protected.protect(prompt)));
-    let text = loaded.template.render(&messages, true)?;
-    Ok(loaded.tokenizer.encode_protected(&text, &protected)?)
 }
 
 fn report_json(timing: &Timing) {

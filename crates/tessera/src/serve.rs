@@ -1,4 +1,5 @@
-//! `tessera serve`: the OpenAI-compatible server on one model.
+//! `tessera serve`: one model behind OpenAI's Chat Completions, Completions
+//! and Responses APIs and Anthropic's Messages API.
 
 use crate::model_files::{fingerprint_for_cache, load_model, model_name, ModelArgs};
 use anyhow::{bail, Context, Result};
@@ -7,6 +8,7 @@ use std::time::Duration;
 use tessera_engine::{EngineConfig, EngineHandle};
 use tessera_server::{
     serve, shutdown_signal, start_kv_events, AppState, ServerConfig, DEFAULT_MAX_BODY_BYTES, DEFAULT_MAX_TOKENS,
+    DEFAULT_STORED_RESPONSES,
 };
 
 /// Arguments of `tessera serve`.
@@ -20,7 +22,7 @@ pub struct ServeArgs {
     /// Port to bind.
     #[arg(long, default_value_t = 8080)]
     port: u16,
-    /// Require `Authorization: Bearer KEY` on every route but /health.
+    /// Require the key on every route but /health, as `Authorization: Bearer KEY` or `x-api-key: KEY`.
     #[arg(long, env = "TESSERA_API_KEY", hide_env_values = true)]
     api_key: Option<String>,
     /// The model id clients see in /v1/models and responses (default: the model file's name).
@@ -61,6 +63,10 @@ pub struct ServeArgs {
     /// header (and the log). Without it such schemas are refused with a 400 naming the keyword.
     #[arg(long)]
     lenient_schemas: bool,
+    /// Responses kept in memory for the Responses API's `previous_response_id` (least recently
+    /// used out; a forgotten id is a 400).
+    #[arg(long, default_value_t = DEFAULT_STORED_RESPONSES)]
+    stored_responses: usize,
 }
 
 pub fn run(args: ServeArgs) -> Result<()> {
@@ -106,6 +112,7 @@ pub fn run(args: ServeArgs) -> Result<()> {
             shutdown_grace: Duration::from_secs(args.shutdown_grace_secs),
             default_max_tokens: args.default_max_tokens,
             lenient_schemas: args.lenient_schemas,
+            stored_responses: args.stored_responses,
         },
     );
     let runtime = tokio::runtime::Builder::new_multi_thread()

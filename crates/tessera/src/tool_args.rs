@@ -1,77 +1,60 @@
-//! `--tools FILE.json` and `--tool-choice` for `tessera generate`: reading tool
-//! definitions (OpenAI's `{"type": "function", "function": {…}}` or a bare
-//! `{"name", "description", "parameters"}`), and parsing the choice.
+//! `--tools FILE.json` and `--tool-choice` for `tessera generate`, read into
+//! the same wire types the server reads (OpenAI's `{"type": "function",
+//! "function": {…}}`, or a bare `{"name", "description", "parameters"}`), so
+//! the request they make is parsed by the same code as the server's.
 
 use anyhow::{bail, Context, Result};
-use serde_json::Value;
+use serde::Deserialize;
 use std::path::Path;
-use std::sync::Arc;
-use tessera_constrain::{AllowedTool, CallMode, CompiledTools, ToolChoice, ToolDef};
-use tessera_engine::ToolConstraint;
+use tessera_api::openai::wire::FunctionSpec;
+use tessera_api::openai::{ToolChoiceMode, ToolChoiceSpec, ToolSpec};
 
-/// Read and compile a tools file.
-pub fn load_tools(path: &Path) -> Result<Vec<ToolDef>> {
+/// One entry of a tools file.
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum ToolEntry {
+    /// `{"type": "function", "function": {…}}`.
+    Spec(ToolSpec),
+    /// `{"name", "description", "parameters"}`.
+    Bare(FunctionSpec),
+}
+
+/// Read a tools file.
+pub fn load_tools(path: &Path) -> Result<Vec<ToolSpec>> {
     let text = std::fs::read_to_string(path).with_context(|| format!("reading --tools {}", path.display()))?;
-    let value: Value = serde_json::from_str(&text).with_context(|| format!("--tools {}: not JSON", path.display()))?;
-    let Value::Array(items) = value else {
+    let value: serde_json::Value =
+        serde_json::from_str(&text).with_context(|| format!("--tools {}: not JSON", path.display()))?;
+    let serde_json::Value::Array(items) = value else {
         bail!("--tools {}: expected a JSON array of tools", path.display());
     };
     items
-        .iter()
+        .into_iter()
         .enumerate()
-        .map(|(i, item)| tool_def(item).with_context(|| format!("--tools {}: tools[{i}]", path.display())))
+        .map(|(i, item)| match serde_json::from_value(item) {
+            Ok(ToolEntry::Spec(spec)) => Ok(spec),
+            Ok(ToolEntry::Bare(function)) => Ok(ToolSpec {
+                kind: tessera_api::openai::words::ToolKind::Function,
+                function,
+            }),
+            Err(_) => bail!(
+                "--tools {}: tools[{i}] is not a tool (expected {{\"type\": \"function\", \"function\": {{\"name\", \"description\", \"parameters\"}}}} or the bare function object)",
+                path.display()
+            ),
+        })
         .collect()
 }
 
-fn tool_def(item: &Value) -> Result<ToolDef> {
-    let function = item.get("function").unwrap_or(item);
-    let name = function
-        .get("name")
-        .and_then(Value::as_str)
-        .context("`name` must be a string")?;
-    let description = match function.get("description") {
-        None => "",
-        Some(value) => value.as_str().context("`description` must be a string")?,
-    };
-    let parameters = function
-        .get("parameters")
-        .cloned()
-        .unwrap_or_else(|| serde_json::json!({"type": "object", "properties": {}}));
-    Ok(ToolDef {
-        name: name.to_string(),
-        description: description.to_string(),
-        parameters,
-    })
-}
-
-/// `none` | `auto` | `required` | a tool name | `prefix*` | a comma-separated list of names and families.
-pub fn parse_choice(choice: &str, parallel: bool) -> ToolChoice {
-    let (mode, allowed) = match choice {
-        "none" => (CallMode::None, None),
-        "auto" => (CallMode::Auto, None),
-        "required" => (CallMode::Required, None),
-        names => (
-            CallMode::Required,
-            Some(names.split(',').map(|n| AllowedTool::parse(n.trim())).collect()),
+/// `none` | `auto` | `required` | a tool name | `prefix*` | a comma-separated
+/// list of names and families, as the choice a client sends.
+pub fn choice_spec(choice: &str) -> ToolChoiceSpec {
+    match choice {
+        "none" => ToolChoiceSpec::mode(ToolChoiceMode::None),
+        "auto" => ToolChoiceSpec::mode(ToolChoiceMode::Auto),
+        "required" => ToolChoiceSpec::mode(ToolChoiceMode::Required),
+        name if !name.contains(',') => ToolChoiceSpec::named(name.trim()),
+        names => ToolChoiceSpec::allowed(
+            ToolChoiceMode::Required,
+            names.split(',').map(|name| name.trim().to_string()),
         ),
-    };
-    ToolChoice {
-        mode,
-        allowed,
-        parallel,
     }
-}
-
-/// The engine's constraint for `tools` under `choice` (errors name the bad tool or choice).
-pub fn constraint(tools: &[ToolDef], choice: ToolChoice) -> Result<ToolConstraint> {
-    let compiled = Arc::new(CompiledTools::compile(tools).context("--tools")?);
-    // Resolve now, so a bad --tool-choice fails before the model loads.
-    compiled.resolve(choice.allowed.as_deref()).context("--tool-choice")?;
-    for warning in compiled.warnings() {
-        eprintln!("warning: {warning}");
-    }
-    Ok(ToolConstraint {
-        tools: compiled,
-        choice,
-    })
 }

@@ -15,6 +15,8 @@ mod cli_kv_cache_dir;
 mod cli_tools;
 // `tessera serve` driven by the official `openai` Python client.
 mod openai_client;
+// Its Messages and Responses routes driven by the official `anthropic` and `openai` clients.
+mod sdk_clients;
 // Two `tessera serve` replicas behind SMG (PyPI `smg`), driven by the same client.
 mod smg;
 // `--kv-events`: a pyzmq subscriber rebuilds the index from vLLM-format events.

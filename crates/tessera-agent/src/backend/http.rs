@@ -2,11 +2,12 @@
 //! the answer streamed and read line by line.
 
 use super::sse::Assembler;
-use super::{error_message, streaming_body, Backend, ChatOutcome};
+use super::{error_message, streaming, Backend, ChatOutcome};
 use crate::AgentError;
-use serde_json::Value;
+use serde::Deserialize;
 use std::io::{BufRead, BufReader};
 use std::time::{Duration, Instant};
+use tessera_api::openai::ChatCompletionRequest;
 
 /// A long prefill on a CPU server can take minutes before the first byte.
 const READ_TIMEOUT: Duration = Duration::from_secs(600);
@@ -60,13 +61,26 @@ impl Http {
         let body = read_answer(self.request("GET", "/models").call(), &self.base)?
             .into_string()
             .map_err(|e| AgentError::Backend(format!("reading {}/models: {e}", self.base)))?;
-        let models: Value = serde_json::from_str(&body)
-            .map_err(|e| AgentError::Backend(format!("{}/models did not answer JSON: {e}", self.base)))?;
-        models["data"][0]["id"]
-            .as_str()
-            .map(str::to_string)
+        let models: ModelList = serde_json::from_str(&body)
+            .map_err(|e| AgentError::Backend(format!("{}/models did not answer a model list: {e}", self.base)))?;
+        models
+            .data
+            .into_iter()
+            .next()
+            .map(|model| model.id)
             .ok_or_else(|| AgentError::Backend(format!("{}/models lists no model", self.base)))
     }
+}
+
+/// `GET /models`.
+#[derive(Deserialize)]
+struct ModelList {
+    data: Vec<ModelEntry>,
+}
+
+#[derive(Deserialize)]
+struct ModelEntry {
+    id: String,
 }
 
 fn read_answer(result: Result<ureq::Response, ureq::Error>, base: &str) -> Result<ureq::Response, AgentError> {
@@ -80,8 +94,9 @@ fn read_answer(result: Result<ureq::Response, ureq::Error>, base: &str) -> Resul
 }
 
 impl Backend for Http {
-    fn chat(&mut self, body: &Value, session: &str) -> Result<ChatOutcome, AgentError> {
-        let body = streaming_body(body, &self.model).to_string();
+    fn chat(&mut self, request: &ChatCompletionRequest, session: &str) -> Result<ChatOutcome, AgentError> {
+        let body = serde_json::to_string(&streaming(request, &self.model))
+            .map_err(|e| AgentError::Backend(format!("serializing a request: {e}")))?;
         let sent = Instant::now();
         let response = read_answer(
             self.request("POST", "/chat/completions")

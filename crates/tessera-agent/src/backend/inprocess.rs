@@ -1,20 +1,19 @@
-//! The engine in this process, without HTTP: the request is validated and
-//! answered by `tessera-openai`, the same code `tessera serve` runs, and its
+//! The engine in this process, without HTTP: the typed request goes through
+//! `tessera-api`'s core, the same code `tessera serve` runs, and its typed
 //! chunks are read as they are generated, so TTFT is taken at the first
-//! delta exactly as over a socket.
+//! delta exactly as over a socket. Nothing is serialized on the way.
 
 use super::sse::Assembler;
-use super::{streaming_body, Backend, ChatOutcome};
+use super::{streaming, Backend, ChatOutcome};
 use crate::AgentError;
-use serde_json::Value;
 use std::time::Instant;
+use tessera_api::openai::{chat_request, ChatCompletionRequest, ChatRender};
+use tessera_api::{chat_job, start, Api, ApiConfig, Endpoint, Frame, Frames, RequestError};
 use tessera_engine::EngineHandle;
-use tessera_openai::api::ChatRequest;
-use tessera_openai::{chat_job, start, Chunk, OpenAi, OpenAiConfig, OpenAiError};
 
 /// The in-process backend.
 pub struct InProcess {
-    openai: OpenAi,
+    api: Api,
     engine: EngineHandle,
     model: String,
 }
@@ -22,12 +21,12 @@ pub struct InProcess {
 impl InProcess {
     /// Answer requests with `engine`, under the id `model`.
     pub fn new(engine: EngineHandle, model: String) -> Result<Self, AgentError> {
-        let config = OpenAiConfig {
+        let config = ApiConfig {
             model_name: model.clone(),
-            ..OpenAiConfig::default()
+            ..ApiConfig::default()
         };
         Ok(Self {
-            openai: OpenAi::new(engine.clone(), config),
+            api: Api::new(engine.clone(), config),
             engine,
             model,
         })
@@ -40,20 +39,24 @@ impl InProcess {
 }
 
 impl Backend for InProcess {
-    fn chat(&mut self, body: &Value, session: &str) -> Result<ChatOutcome, AgentError> {
+    fn chat(&mut self, request: &ChatCompletionRequest, session: &str) -> Result<ChatOutcome, AgentError> {
         let sent = Instant::now();
-        let request: ChatRequest = serde_json::from_value(streaming_body(body, &self.model))
-            .map_err(|error| AgentError::Backend(format!("the agent built a malformed request: {error}")))?;
-        let job = chat_job(&self.openai, request, Some(session.to_string())).map_err(refused)?;
-        let mut chunks = start(&self.openai, job).map_err(refused)?.chunks();
+        let (request, options) =
+            chat_request(streaming(request, &self.model), Some(session.to_string())).map_err(refused)?;
+        let job = chat_job(&self.api, Endpoint::Chat, request).map_err(refused)?;
+        let answer = start(&self.api, job).map_err(refused)?;
+        let render = ChatRender {
+            include_usage: options.include_usage,
+        };
+        let mut frames = Frames::new(answer, render);
         let mut assembler = Assembler::new(sent);
-        while let Some(chunk) = chunks.blocking_next() {
-            match chunk {
-                Chunk::Data(value) => assembler.push_chunk(&value)?,
-                Chunk::Failed(error) => {
+        while let Some(frame) = frames.blocking_next() {
+            match frame {
+                Frame::Event(chunk) => assembler.push_chunk(&chunk)?,
+                Frame::Failed(error) => {
                     return Err(AgentError::Backend(format!("the stream ended with an error: {error}")))
                 }
-                Chunk::Done => assembler.push_done(),
+                Frame::Done => assembler.push_done(),
             }
         }
         assembler.finish()
@@ -65,6 +68,6 @@ impl Backend for InProcess {
 }
 
 /// A request the OpenAI layer or the engine refused.
-fn refused(error: OpenAiError) -> AgentError {
+fn refused(error: RequestError) -> AgentError {
     AgentError::Backend(format!("the request was refused: {error}"))
 }

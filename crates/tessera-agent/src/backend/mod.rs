@@ -1,5 +1,5 @@
 //! Where model requests go: the engine in this process ([`InProcess`], through
-//! `tessera-openai`, so validation, prompt rendering and masking are the
+//! `tessera-api`, so validation, prompt rendering and masking are the
 //! server's code without its HTTP) or any OpenAI-compatible URL ([`Http`]).
 //! Both stream, and one [`sse::Assembler`] reads both streams' chunks, so TTFT is measured the same
 //! way: from sending the request to the first content or tool-call delta.
@@ -12,8 +12,8 @@ pub use http::Http;
 pub use inprocess::InProcess;
 
 use crate::AgentError;
-use serde_json::Value;
 use std::time::Duration;
+use tessera_api::openai::{ChatCompletionRequest, FinishReason, StreamOptions};
 
 /// One tool call as the model wrote it (arguments are the raw JSON text).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -33,8 +33,8 @@ pub struct ChatOutcome {
     pub content: String,
     /// Tool calls, in order.
     pub calls: Vec<ChatCall>,
-    /// `stop`, `length`, `tool_calls`, …
-    pub finish_reason: String,
+    /// Why the answer ended (`None` when the server did not say).
+    pub finish_reason: Option<FinishReason>,
     /// Tokens in the prompt.
     pub prompt_tokens: usize,
     /// Prompt tokens served from the prefix cache.
@@ -49,27 +49,29 @@ pub struct ChatOutcome {
 
 /// A chat-completions endpoint.
 pub trait Backend {
-    /// Send `body` (an OpenAI chat request; the backend turns streaming on)
-    /// with `session` as the `X-Session-Id` header, and read the answer.
-    fn chat(&mut self, body: &Value, session: &str) -> Result<ChatOutcome, AgentError>;
+    /// Send `request` (the backend turns streaming on) with `session` as the
+    /// `X-Session-Id` header, and read the answer.
+    fn chat(&mut self, request: &ChatCompletionRequest, session: &str) -> Result<ChatOutcome, AgentError>;
     /// The model id requests name.
     fn model(&self) -> &str;
 }
 
-/// `body` with streaming and the usage chunk turned on, and the model named.
-fn streaming_body(body: &Value, model: &str) -> Value {
-    let mut body = body.clone();
-    body["stream"] = Value::Bool(true);
-    body["stream_options"] = serde_json::json!({"include_usage": true});
-    body["model"] = Value::String(model.to_string());
-    body
+/// `request` with streaming and the usage chunk turned on, and the model named.
+fn streaming(request: &ChatCompletionRequest, model: &str) -> ChatCompletionRequest {
+    ChatCompletionRequest {
+        stream: Some(true),
+        stream_options: Some(StreamOptions {
+            include_usage: Some(true),
+        }),
+        model: Some(model.to_string()),
+        ..request.clone()
+    }
 }
 
 /// The message of an OpenAI-shaped error body, or the body itself.
 fn error_message(status: u16, body: &str) -> AgentError {
-    let message = serde_json::from_str::<Value>(body)
-        .ok()
-        .and_then(|v| v["error"]["message"].as_str().map(str::to_string))
-        .unwrap_or_else(|| body.chars().take(500).collect());
+    let message = serde_json::from_str::<sse::ErrorBody>(body)
+        .map(|body| body.error.message)
+        .unwrap_or_else(|_| body.chars().take(500).collect());
     AgentError::Backend(format!("HTTP {status}: {message}"))
 }

@@ -1,11 +1,36 @@
 //! Reads a streamed chat completion (server-sent event lines, or the chunk
-//! objects themselves in process) into a [`ChatOutcome`]: content and tool-call deltas joined, usage from the last
+//! typed chunks themselves in process) into a [`ChatOutcome`]: content and tool-call deltas joined, usage from the last
 //! chunk, TTFT at the first delta that carries text or a call.
 
 use super::{ChatCall, ChatOutcome};
 use crate::AgentError;
-use serde_json::Value;
+use serde::Deserialize;
 use std::time::Instant;
+use tessera_api::openai::response::{ChunkChoice, ToolCallDelta};
+use tessera_api::openai::ChatCompletionChunk;
+
+/// A `data:` line: a chunk, or the error a server sends instead.
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum Line {
+    Failed(ErrorBody),
+    Chunk(ChatCompletionChunk),
+}
+
+/// An OpenAI-shaped error body.
+#[derive(Debug, Deserialize)]
+pub struct ErrorBody {
+    /// The error.
+    pub error: ErrorDetail,
+}
+
+/// What went wrong.
+#[derive(Debug, Deserialize)]
+pub struct ErrorDetail {
+    /// For a person.
+    #[serde(default)]
+    pub message: String,
+}
 
 /// Joins SSE lines into one outcome.
 #[derive(Debug)]
@@ -51,25 +76,25 @@ impl Assembler {
             self.push_done();
             return Ok(());
         }
-        let chunk: Value = serde_json::from_str(data)
-            .map_err(|error| AgentError::Backend(format!("a stream chunk is not JSON ({error}): {data}")))?;
-        self.push_chunk(&chunk)
+        let line: Line = serde_json::from_str(data)
+            .map_err(|error| AgentError::Backend(format!("a stream chunk is not a chat chunk ({error}): {data}")))?;
+        match line {
+            Line::Failed(body) => Err(AgentError::Backend(format!(
+                "the stream ended with an error: {}",
+                body.error.message
+            ))),
+            Line::Chunk(chunk) => self.push_chunk(&chunk),
+        }
     }
 
-    /// Feed one chunk object (what a `data:` line holds).
-    pub fn push_chunk(&mut self, chunk: &Value) -> Result<(), AgentError> {
-        if let Some(message) = chunk
-            .get("error")
-            .map(|e| e["message"].as_str().unwrap_or("unknown error"))
-        {
-            return Err(AgentError::Backend(format!(
-                "the stream ended with an error: {message}"
-            )));
+    /// Feed one chunk.
+    pub fn push_chunk(&mut self, chunk: &ChatCompletionChunk) -> Result<(), AgentError> {
+        if let Some(Some(usage)) = &chunk.usage {
+            self.outcome.prompt_tokens = usage.prompt_tokens;
+            self.outcome.completion_tokens = usage.completion_tokens;
+            self.outcome.cached_tokens = usage.prompt_tokens_details.cached_tokens;
         }
-        if let Some(usage) = chunk.get("usage").filter(|u| u.is_object()) {
-            self.read_usage(usage);
-        }
-        if let Some(choice) = chunk["choices"].get(0) {
+        if let Some(choice) = chunk.choices.first() {
             self.read_choice(choice)?;
         }
         Ok(())
@@ -96,33 +121,25 @@ impl Assembler {
         Ok(self.outcome)
     }
 
-    fn read_usage(&mut self, usage: &Value) {
-        let count = |v: &Value| v.as_u64().unwrap_or(0) as usize;
-        self.outcome.prompt_tokens = count(&usage["prompt_tokens"]);
-        self.outcome.completion_tokens = count(&usage["completion_tokens"]);
-        self.outcome.cached_tokens = count(&usage["prompt_tokens_details"]["cached_tokens"]);
-    }
-
-    fn read_choice(&mut self, choice: &Value) -> Result<(), AgentError> {
-        if let Some(reason) = choice["finish_reason"].as_str() {
-            self.outcome.finish_reason = reason.to_string();
+    fn read_choice(&mut self, choice: &ChunkChoice) -> Result<(), AgentError> {
+        if let Some(reason) = choice.finish_reason {
+            self.outcome.finish_reason = Some(reason);
         }
-        let delta = &choice["delta"];
-        if let Some(text) = delta["content"].as_str().filter(|t| !t.is_empty()) {
+        if let Some(text) = choice.delta.content.as_deref().filter(|t| !t.is_empty()) {
             self.mark_first_delta();
             self.outcome.content.push_str(text);
         }
-        for call in delta["tool_calls"].as_array().into_iter().flatten() {
+        for call in choice.delta.tool_calls.iter().flatten() {
             self.mark_first_delta();
             self.read_call_delta(call)?;
         }
         Ok(())
     }
 
-    fn read_call_delta(&mut self, call: &Value) -> Result<(), AgentError> {
+    fn read_call_delta(&mut self, call: &ToolCallDelta) -> Result<(), AgentError> {
         // A delta without an index continues the last call (or starts the first).
         let last = self.outcome.calls.len().saturating_sub(1);
-        let index = call["index"].as_u64().map_or(last, |i| i as usize);
+        let index = call.index.unwrap_or(last);
         if index > self.outcome.calls.len() {
             return Err(AgentError::Backend(format!("tool call delta {index} skips a call")));
         }
@@ -134,13 +151,13 @@ impl Assembler {
             });
         }
         let target = &mut self.outcome.calls[index];
-        if let Some(id) = call["id"].as_str() {
-            target.id = id.to_string();
+        if let Some(id) = &call.id {
+            target.id = id.clone();
         }
-        if let Some(name) = call["function"]["name"].as_str() {
+        if let Some(name) = &call.function.name {
             target.name.push_str(name);
         }
-        if let Some(arguments) = call["function"]["arguments"].as_str() {
+        if let Some(arguments) = &call.function.arguments {
             target.arguments.push_str(arguments);
         }
         Ok(())
@@ -191,7 +208,10 @@ mod tests {
             }]
         );
         assert_eq!(outcome.content, "");
-        assert_eq!(outcome.finish_reason, "tool_calls");
+        assert_eq!(
+            outcome.finish_reason,
+            Some(tessera_api::openai::FinishReason::ToolCalls)
+        );
         assert_eq!(
             (outcome.prompt_tokens, outcome.cached_tokens, outcome.completion_tokens),
             (100, 96, 9)

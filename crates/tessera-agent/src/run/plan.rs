@@ -23,7 +23,7 @@ impl Agent<'_> {
                 ok: parsed.is_ok(),
                 result: parsed.as_ref().err().cloned().unwrap_or_else(|| "valid".into()),
             };
-            let choice = body["response_format"].clone();
+            let choice = serde_json::to_value(&body.response_format).unwrap_or_default();
             self.pending.push(record(
                 turn,
                 RequestKind::Planner,

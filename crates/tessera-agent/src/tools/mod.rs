@@ -21,6 +21,7 @@ mod schema;
 mod shell;
 
 use serde_json::Value;
+use tessera_api::openai::ToolSpec;
 
 use crate::jail::Jail;
 
@@ -93,7 +94,7 @@ pub const FILE_READ_MAX_BYTES: usize = 50 * 1024;
 /// `{"type":"function","function":{"name","description","parameters"}}`,
 /// always the same order and bytes (the tool list is part of the cached
 /// prompt prefix).
-pub fn definitions() -> Vec<Value> {
+pub fn definitions() -> Vec<ToolSpec> {
     schema::SPECS.iter().map(schema::definition).collect()
 }
 
@@ -208,9 +209,14 @@ mod tests {
         def["function"]["name"].as_str().unwrap()
     }
 
+    /// The definitions as the JSON a server reads.
+    fn sent() -> Vec<Value> {
+        definitions().iter().map(|d| serde_json::to_value(d).unwrap()).collect()
+    }
+
     #[test]
     fn definitions_list_twelve_unique_tools_in_order() {
-        let defs = definitions();
+        let defs = sent();
         let names: Vec<&str> = defs.iter().map(name).collect();
         assert_eq!(names, NAMES);
         assert_eq!(names.iter().collect::<HashSet<_>>().len(), 12);
@@ -218,7 +224,7 @@ mod tests {
 
     #[test]
     fn every_schema_is_strict() {
-        for def in definitions() {
+        for def in sent() {
             assert_eq!(def["type"], "function");
             let f = &def["function"];
             assert!(!f["description"].as_str().unwrap().is_empty());
@@ -245,7 +251,7 @@ mod tests {
 
     #[test]
     fn plan_and_finish_take_one_required_string() {
-        let defs = definitions();
+        let defs = sent();
         for (tool, field) in [("create_plan", "goal"), ("finish", "summary")] {
             let def = defs.iter().find(|d| name(d) == tool).unwrap();
             let params = &def["function"]["parameters"];

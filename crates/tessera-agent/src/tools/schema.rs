@@ -9,6 +9,7 @@
 
 use serde::de::DeserializeOwned;
 use serde_json::{json, Map, Value};
+use tessera_api::openai::ToolSpec;
 
 use super::ToolError;
 
@@ -178,25 +179,19 @@ pub(crate) fn spec(name: &str) -> Option<&'static Spec> {
 }
 
 /// The OpenAI definition of one tool.
-pub(crate) fn definition(spec: &Spec) -> Value {
+pub(crate) fn definition(spec: &Spec) -> ToolSpec {
     let mut properties = Map::new();
     for p in spec.params {
         properties.insert(p.name.to_string(), param_schema(p));
     }
     let required: Vec<&str> = spec.params.iter().filter(|p| p.required).map(|p| p.name).collect();
-    json!({
-        "type": "function",
-        "function": {
-            "name": spec.name,
-            "description": spec.description,
-            "parameters": {
-                "type": "object",
-                "properties": properties,
-                "required": required,
-                "additionalProperties": false,
-            },
-        },
-    })
+    let parameters = json!({
+        "type": "object",
+        "properties": properties,
+        "required": required,
+        "additionalProperties": false,
+    });
+    ToolSpec::function(spec.name, spec.description, parameters)
 }
 
 fn param_schema(p: &Param) -> Value {
@@ -334,7 +329,7 @@ mod tests {
 
     #[test]
     fn definitions_state_the_limits() {
-        let def = definition(spec("shell_exec").unwrap());
+        let def = serde_json::to_value(definition(spec("shell_exec").unwrap())).unwrap();
         let timeout = &def["function"]["parameters"]["properties"]["timeout_secs"];
         assert!(timeout["description"].as_str().unwrap().contains("1 to 300"));
         assert!(
@@ -342,7 +337,8 @@ mod tests {
             "bounds are checked by the harness, not left to masks"
         );
         assert_eq!(def["function"]["parameters"]["required"], json!(["command"]));
-        let start = &definition(spec("file_read").unwrap())["function"]["parameters"]["properties"]["start_line"];
+        let read = serde_json::to_value(definition(spec("file_read").unwrap())).unwrap();
+        let start = &read["function"]["parameters"]["properties"]["start_line"];
         assert!(start["description"].as_str().unwrap().contains("1 or more"));
     }
 }

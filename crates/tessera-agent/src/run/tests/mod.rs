@@ -6,6 +6,7 @@ use super::*;
 use crate::jail::Jail;
 use std::collections::VecDeque;
 use std::path::Path;
+use tessera_api::openai::ChatCompletionRequest;
 
 /// Answers from a list and keeps every request body.
 struct Script {
@@ -14,7 +15,8 @@ struct Script {
 }
 
 impl Backend for Script {
-    fn chat(&mut self, body: &Value, _session: &str) -> Result<ChatOutcome, AgentError> {
+    fn chat(&mut self, request: &ChatCompletionRequest, _session: &str) -> Result<ChatOutcome, AgentError> {
+        let body = serde_json::to_value(request).unwrap();
         self.bodies.push(body.clone());
         let mut answer = self
             .answers
@@ -32,7 +34,7 @@ impl Backend for Script {
 fn text(content: &str) -> ChatOutcome {
     ChatOutcome {
         content: content.into(),
-        finish_reason: "stop".into(),
+        finish_reason: Some(FinishReason::Stop),
         ..ChatOutcome::default()
     }
 }
@@ -44,7 +46,7 @@ fn call(name: &str, arguments: Value) -> ChatOutcome {
             name: name.into(),
             arguments: arguments.to_string(),
         }],
-        finish_reason: "tool_calls".into(),
+        finish_reason: Some(FinishReason::ToolCalls),
         ..ChatOutcome::default()
     }
 }
@@ -141,7 +143,7 @@ fn a_run_follows_the_policy_keeps_its_prefix_and_finishes() {
     // Request order: plan (no reply turn), planner, step 1 twice (a success
     // does not end it; the model's tick does), step 2 twice, act.
     assert_eq!(bodies[0]["tool_choice"]["function"]["name"], "create_plan");
-    assert_eq!(bodies[1]["temperature"], 0, "the planner is deterministic");
+    assert_eq!(bodies[1]["temperature"], 0.0, "the planner is deterministic");
     assert!(bodies[1].get("tools").is_none(), "the planner has its own prompt");
     for step in [2, 3, 4, 5] {
         let tools = allowed(&bodies[step]);
@@ -264,7 +266,7 @@ fn a_call_cut_off_by_the_token_limit_stays_out_of_the_history() {
         name: "file_read".into(),
         arguments: r#"{"path": "a.m"#.into(),
     });
-    cut.finish_reason = "length".into();
+    cut.finish_reason = Some(FinishReason::Length);
     answers.extend([cut, call("finish", json!({"summary": "done"}))]);
     let (report, bodies) = run_script(dir.path(), answers, config("t"));
     let report = report.unwrap();
@@ -487,7 +489,7 @@ fn a_valid_call_closed_by_the_token_limit_is_not_run() {
     let mut answers = opening(r#"{"mode":"simple"}"#);
     // A masking server closes a cut call validly: its content is still where the budget ran out.
     let mut cut = call("file_write", json!({"path": "a.md", "content": "half a senten"}));
-    cut.finish_reason = "length".into();
+    cut.finish_reason = Some(FinishReason::Length);
     answers.push(cut);
     answers.extend(act_then_finish("done"));
     let (report, bodies) = run_script(dir.path(), answers, config("t"));

@@ -1,21 +1,16 @@
 //! `POST /v1/completions`: raw prompt text, no chat template, no tools.
 
-use crate::answer::Endpoint;
-use crate::api::{CompletionRequest, PromptSpec};
-use crate::chat::{check_temperature, max_tokens, sampling, stop_strings, Answering, Job};
-use crate::OpenAi;
-use crate::OpenAiError;
-use std::sync::Arc;
-use tessera_engine::GenerateRequest;
+use super::convert::{stop_strings, Streaming};
+use super::wire::{CompletionRequest, PromptSpec};
+use crate::{raw_job, Api, Endpoint, Job, RawRequest, RequestError, Sampling};
 
 /// OpenAI's default completion length.
 const DEFAULT_MAX_TOKENS: u64 = 16;
 
 /// Parameters Tessera does not implement are refused, not silently ignored
 /// (an evaluation harness asking for `echo` or `logprobs` must not get wrong scores).
-fn unsupported(body: &CompletionRequest) -> Result<(), OpenAiError> {
-    check_temperature(body.temperature)?;
-    let refuse = |param: &str, what: &str| Err(OpenAiError::invalid(param, format!("{param}: {what}")));
+fn unsupported(body: &CompletionRequest) -> Result<(), RequestError> {
+    let refuse = |param: &str, what: &str| Err(RequestError::invalid(param, format!("{param}: {what}")));
     if body.n.is_some_and(|n| n != 1) {
         return refuse("n", "only n = 1 is supported");
     }
@@ -43,39 +38,39 @@ fn unsupported(body: &CompletionRequest) -> Result<(), OpenAiError> {
 }
 
 /// Validate `body` into a job; `session` is the `X-Session-Id` header, if sent.
-pub fn completion_job(state: &OpenAi, body: CompletionRequest, session: Option<String>) -> Result<Job, OpenAiError> {
+pub fn completion_job(
+    state: &Api,
+    body: CompletionRequest,
+    session: Option<String>,
+) -> Result<(Job, Streaming), RequestError> {
     unsupported(&body)?;
-    let text = match body.prompt {
+    let prompt = match body.prompt {
         PromptSpec::One(text) => text,
         PromptSpec::Many(mut many) if many.len() == 1 => many.remove(0),
         PromptSpec::Many(many) => {
-            return Err(OpenAiError::invalid(
+            return Err(RequestError::invalid(
                 "prompt",
                 format!("{} prompts given; one prompt per request is supported", many.len()),
             ))
         }
     };
-    if text.is_empty() {
-        return Err(OpenAiError::invalid("prompt", "the prompt is empty"));
-    }
-    let prompt = state
-        .engine
-        .tokenizer()
-        .encode(&text)
-        .map_err(|error| OpenAiError::internal("tokenizing a prompt", error))?;
-    let requested = Some(body.max_tokens.unwrap_or(DEFAULT_MAX_TOKENS));
-    let limit = max_tokens(state, Endpoint::Completion, prompt.len(), requested)?;
-    let stops = stop_strings(body.stop)?;
-    let request = GenerateRequest {
-        sampling: sampling(state, body.temperature, body.top_p, body.seed),
-        stop_strings: stops.clone(),
-        session: session.or(body.user).map(Arc::from),
-        ..GenerateRequest::greedy(prompt, limit)
-    };
-    let answering = Answering {
-        stream: body.stream,
-        stream_options: body.stream_options,
+    let raw = RawRequest {
+        prompt,
+        sampling: Sampling {
+            temperature: body.temperature,
+            top_p: body.top_p,
+            seed: body.seed,
+            ..Sampling::default()
+        },
+        max_tokens: Some(body.max_tokens.unwrap_or(DEFAULT_MAX_TOKENS)),
+        stop: stop_strings(body.stop),
+        session: session.or(body.user),
         model: body.model,
+        ignore_eos: false,
     };
-    Ok(answering.job(state, Endpoint::Completion, request, stops, Vec::new()))
+    let streaming = Streaming {
+        stream: body.stream.unwrap_or(false),
+        include_usage: body.stream_options.and_then(|o| o.include_usage).unwrap_or(false),
+    };
+    Ok((raw_job(state, Endpoint::Completion, raw)?, streaming))
 }

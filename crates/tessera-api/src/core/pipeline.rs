@@ -32,7 +32,8 @@ pub enum Delta {
 pub struct StopScanner {
     stops: Vec<String>,
     held: String,
-    stopped: bool,
+    /// The stop string that ended the text.
+    stopped_by: Option<usize>,
 }
 
 impl StopScanner {
@@ -41,24 +42,31 @@ impl StopScanner {
         Self {
             stops,
             held: String::new(),
-            stopped: false,
+            stopped_by: None,
         }
     }
 
     /// Whether a stop string was seen (nothing passes after it).
     pub fn stopped(&self) -> bool {
-        self.stopped
+        self.stopped_by.is_some()
+    }
+
+    /// The stop string that ended the text, if one did.
+    pub fn stopped_by(&self) -> Option<&str> {
+        self.stopped_by.map(|index| self.stops[index].as_str())
     }
 
     /// The text that can be released after `text` arrives.
     pub fn push(&mut self, text: &str) -> String {
-        if self.stopped {
+        if self.stopped() {
             return String::new();
         }
         self.held.push_str(text);
-        let first = self.stops.iter().filter_map(|stop| self.held.find(stop.as_str())).min();
-        if let Some(at) = first {
-            self.stopped = true;
+        let first = (self.stops.iter().enumerate())
+            .filter_map(|(index, stop)| self.held.find(stop.as_str()).map(|at| (at, index)))
+            .min();
+        if let Some((at, index)) = first {
+            self.stopped_by = Some(index);
             self.held.truncate(at);
             return std::mem::take(&mut self.held);
         }
@@ -131,6 +139,11 @@ impl Pipeline {
         self.stop.stopped()
     }
 
+    /// The stop string that ended the free text, if one did.
+    pub fn stopped_by(&self) -> Option<&str> {
+        self.stop.stopped_by()
+    }
+
     fn convert(&mut self, pieces: Vec<StreamPiece>) -> Vec<Delta> {
         let mut deltas = Vec::new();
         for piece in pieces {
@@ -178,7 +191,7 @@ mod tests {
         assert_eq!(scanner.push("N"), "");
         assert_eq!(scanner.push("X"), "ENX");
         assert_eq!(run(&mut scanner, &["one\n", "\ntwo"]), "one");
-        assert!(scanner.stopped());
+        assert_eq!(scanner.stopped_by(), Some("\n\n"));
         let mut none = StopScanner::new(Vec::new());
         assert_eq!(run(&mut none, &["a", "b"]), "ab");
         let mut unicode = StopScanner::new(vec!["ü!".into()]);

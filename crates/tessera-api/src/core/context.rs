@@ -1,7 +1,10 @@
-//! What validating a request needs besides the request: the engine (its
-//! template, tokenizer and limits), the serving defaults, and the cache of
-//! compiled tool sets.
+//! What validating and answering a request needs besides the request: the
+//! engine (its template, tokenizer and limits), the serving defaults, the
+//! cache of compiled tool sets, the arguments the model generated for recent
+//! calls, and the Responses API's stored responses.
 
+use super::memory::ArgumentMemory;
+use crate::responses::ResponseStore;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use tessera_constrain::{SchemaOptions, ToolSetCache};
@@ -12,7 +15,7 @@ const TOOL_SETS_KEPT: usize = 64;
 
 /// How requests are read when they leave something unsaid.
 #[derive(Debug, Clone)]
-pub struct OpenAiConfig {
+pub struct ApiConfig {
     /// The model id responses echo when a request names none.
     pub model_name: String,
     /// Most tokens a response gets when the request names no limit.
@@ -20,17 +23,23 @@ pub struct OpenAiConfig {
     /// Ignore schema keywords the constraint cannot enforce (each named in
     /// the job's warnings) instead of refusing the request.
     pub lenient_schemas: bool,
+    /// Responses kept for `previous_response_id` (least recently used out).
+    pub stored_responses: usize,
 }
 
-impl Default for OpenAiConfig {
+impl Default for ApiConfig {
     fn default() -> Self {
         Self {
             model_name: "tessera".into(),
             default_max_tokens: DEFAULT_MAX_TOKENS,
             lenient_schemas: false,
+            stored_responses: DEFAULT_STORED_RESPONSES,
         }
     }
 }
+
+/// Responses kept for `previous_response_id` by default.
+pub const DEFAULT_STORED_RESPONSES: usize = 256;
 
 /// Default response length when a request sets none (a small model can
 /// wander inside a string argument for the whole context).
@@ -38,17 +47,19 @@ pub const DEFAULT_MAX_TOKENS: usize = 1024;
 
 /// The shared context of request validation (cheap to clone).
 #[derive(Debug, Clone)]
-pub struct OpenAi {
+pub struct Api {
     pub(crate) engine: EngineHandle,
-    pub(crate) config: Arc<OpenAiConfig>,
+    pub(crate) config: Arc<ApiConfig>,
     pub(crate) tool_sets: Arc<ToolSetCache>,
+    pub(crate) arguments: Arc<ArgumentMemory>,
+    pub(crate) responses: Arc<ResponseStore>,
     next_id: Arc<AtomicU64>,
     started: u64,
 }
 
-impl OpenAi {
+impl Api {
     /// The context for requests to `engine`.
-    pub fn new(engine: EngineHandle, config: OpenAiConfig) -> Self {
+    pub fn new(engine: EngineHandle, config: ApiConfig) -> Self {
         let started = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map(|d| d.as_secs())
@@ -59,7 +70,9 @@ impl OpenAi {
         };
         Self {
             engine,
+            responses: Arc::new(ResponseStore::new(config.stored_responses)),
             config: Arc::new(config),
+            arguments: Arc::default(),
             tool_sets: Arc::new(ToolSetCache::with_options(TOOL_SETS_KEPT, schemas)),
             next_id: Arc::new(AtomicU64::new(1)),
             started,
@@ -71,8 +84,13 @@ impl OpenAi {
         &self.engine
     }
 
+    /// The store behind the Responses API's `previous_response_id`.
+    pub fn response_store(&self) -> Arc<ResponseStore> {
+        self.responses.clone()
+    }
+
     /// The serving defaults.
-    pub fn config(&self) -> &OpenAiConfig {
+    pub fn config(&self) -> &ApiConfig {
         &self.config
     }
 

@@ -1,7 +1,7 @@
 //! Why this layer refused or failed a request, typed; `tessera-server` maps
 //! each kind to an HTTP status once.
 
-use crate::answer::Endpoint;
+use super::endpoint::Endpoint;
 use tessera_engine::{EngineError, SourceError};
 
 /// A request refused by this layer: the field at fault (`messages[2].content`)
@@ -27,7 +27,7 @@ impl InvalidRequest {
 
 /// Why a request could not become a job or an answer.
 #[derive(Debug, Clone, thiserror::Error)]
-pub enum OpenAiError {
+pub enum RequestError {
     /// The client's request is wrong (a 400).
     #[error(transparent)]
     Invalid(#[from] InvalidRequest),
@@ -52,7 +52,7 @@ pub enum OpenAiError {
     },
 }
 
-impl OpenAiError {
+impl RequestError {
     /// The request is wrong in `param`.
     pub fn invalid(param: impl Into<String>, message: impl Into<String>) -> Self {
         Self::Invalid(InvalidRequest::new(param, message))

@@ -4,51 +4,11 @@
 //! word is refused with its path (`messages[2].role`) and nothing past this
 //! layer matches strings.
 
-use super::{AllowedToolSpec, AllowedTools, ContentPartText, NamedFunction};
-use serde::de::value::{MapAccessDeserializer, SeqAccessDeserializer};
-use serde::de::{self, Deserializer, MapAccess, SeqAccess, Visitor};
-use serde::Deserialize;
+use super::wire::{AllowedToolSpec, AllowedTools, ContentPartText, NamedFunction};
+use serde::de::value::MapAccessDeserializer;
+use serde::de::{self, Deserializer, MapAccess, Visitor};
+use serde::{Deserialize, Serialize};
 use std::fmt;
-
-/// A closed set of words, each a unit variant, parsed from its string with
-/// an error that lists the words.
-macro_rules! wire_words {
-    (
-        $(#[$meta:meta])*
-        pub enum $name:ident ($what:literal) {
-            $($(#[$variant_meta:meta])* $variant:ident = $word:literal,)+
-        }
-    ) => {
-        $(#[$meta])*
-        #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-        pub enum $name {
-            $($(#[$variant_meta])* $variant,)+
-        }
-
-        impl $name {
-            /// The word on the wire.
-            pub fn as_str(self) -> &'static str {
-                match self {
-                    $(Self::$variant => $word,)+
-                }
-            }
-        }
-
-        impl<'de> Deserialize<'de> for $name {
-            fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-                let text = String::deserialize(deserializer)?;
-                match text.as_str() {
-                    $($word => Ok(Self::$variant),)+
-                    other => Err(de::Error::custom(format!(
-                        "unknown {} `{other}` (expected {})",
-                        $what,
-                        [$(concat!("`", $word, "`")),+].join(", "),
-                    ))),
-                }
-            }
-        }
-    };
-}
 
 wire_words! {
     /// Who wrote a message.
@@ -117,7 +77,8 @@ wire_words! {
 }
 
 /// `tool_choice`: a mode word or an object.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Serialize)]
+#[serde(untagged)]
 pub enum ToolChoiceSpec {
     /// `none`, `auto` or `required`.
     Mode(ToolChoiceMode),
@@ -128,22 +89,25 @@ pub enum ToolChoiceSpec {
 }
 
 /// The object forms of `tool_choice`.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, Serialize)]
 pub struct ToolChoiceObject {
     /// `function` or `allowed_tools`.
     #[serde(rename = "type")]
     pub kind: ToolChoiceKind,
     /// For `function`: the name (a trailing `*` names a family).
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub function: Option<NamedFunction>,
+    /// For `function`, flat as the Responses API writes it (`{"type": "function", "name": …}`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
     /// For `allowed_tools`, nested.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub allowed_tools: Option<AllowedTools>,
     /// For `allowed_tools`, flat (`{"type": "allowed_tools", "mode": …, "tools": […]}`).
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mode: Option<ToolChoiceMode>,
     /// For `allowed_tools`, flat.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tools: Option<Vec<AllowedToolSpec>>,
 }
 
@@ -169,33 +133,11 @@ impl<'de> Deserialize<'de> for ToolChoiceSpec {
     }
 }
 
-/// A message's content.
-#[derive(Debug, Clone)]
-pub enum Content {
-    /// Plain text.
-    Text(String),
-    /// Text parts (the only kind of part supported).
-    Parts(Vec<ContentPartText>),
-}
+/// A message's content: plain text, or text parts.
+pub type Content = crate::words::TextOr<ContentPartText>;
 
-/// Deserialized by the JSON type it meets, as [`ToolChoiceSpec`].
-impl<'de> Deserialize<'de> for Content {
-    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        struct Either;
-        impl<'de> Visitor<'de> for Either {
-            type Value = Content;
-            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-                f.write_str("a string or a list of content parts")
-            }
-            fn visit_str<E: de::Error>(self, text: &str) -> Result<Self::Value, E> {
-                Ok(Content::Text(text.to_string()))
-            }
-            fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<Self::Value, A::Error> {
-                Vec::deserialize(SeqAccessDeserializer::new(seq)).map(Content::Parts)
-            }
-        }
-        deserializer.deserialize_any(Either)
-    }
+impl crate::words::Listed for ContentPartText {
+    const LIST: &'static str = "content parts";
 }
 
 #[cfg(test)]
