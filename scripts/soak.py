@@ -126,7 +126,7 @@ class Server:
 
     def start(self):
         log = open(self.log_path, "a")
-        args = [self.binary, "--log", "tessera_engine=info,warn", "serve", "--port", str(self.port),
+        args = [self.binary, "--log", "tessera_engine=info,warn", "serve", "--model", "smollm2", "--port", str(self.port),
                 "--kv-cache-tokens", "4096", "--kv-cache-dir", self.cache_dir, "--max-running", "4",
                 "--max-waiting", "4", "--default-max-tokens", "64", "--shutdown-grace-secs", "60"]
         self.process = subprocess.Popen(args, stdout=log, stderr=log)

@@ -40,7 +40,7 @@ async fn bad_messages_are_anthropic_shaped_400s_naming_the_field() {
         (json!({"messages": user}).to_string(), "max_tokens", "required"),
         (json!({"max_tokens": 8, "messages": user, "temperature": "hot"}).to_string(), "temperature", "invalid type"),
         (json!({"max_tokens": 8, "messages": user, "temperature": 1.5}).to_string(), "temperature", "outside [0, 1]"),
-        (json!({"max_tokens": 8, "messages": [{"role": "system", "content": "x"}]}).to_string(), "messages[0].role", "unknown role"),
+        (json!({"max_tokens": 8, "messages": [{"role": "robot", "content": "x"}]}).to_string(), "messages[0].role", "unknown role"),
         (json!({"max_tokens": 8, "messages": [{"role": "user", "content": [{"type": "image", "source": {}}]}]}).to_string(),
             "messages[0].content[0]", "images"),
         (json!({"max_tokens": 8, "messages": [{"role": "user", "content": [{"type": "video"}]}]}).to_string(),
@@ -54,7 +54,12 @@ async fn bad_messages_are_anthropic_shaped_400s_naming_the_field() {
         (json!({"max_tokens": 8, "messages": user, "tools": anthropic_tools(), "tool_choice": {"type": "tool", "name": "nope"}}).to_string(),
             "tool_choice", "`nope`"),
         (json!({"max_tokens": 8, "messages": user, "tool_choice": {"type": "any"}}).to_string(), "tool_choice", "needs `tools`"),
-        (json!({"max_tokens": 100000, "messages": user}).to_string(), "max_tokens", "context"),
+        (json!({"max_tokens": 8, "messages": user, "thinking": {"type": "enabled", "budget_tokens": 1024}}).to_string(),
+            "thinking", "adaptive"),
+        (json!({"max_tokens": 8, "messages": user, "context_management": {"edits": [{"type": "clear_tool_uses_20250919"}]}}).to_string(),
+            "context_management.edits[0].type", "not supported"),
+        (json!({"max_tokens": 8, "messages": user, "output_config": {"format": {"type": "json_schema", "schema": {"type": "string"}}}}).to_string(),
+            "output_config.format.schema", "object schema"),
         (json!({"max_tokens": 8, "messages": user, "stop_sequences": ["a", "b", "c", "d", "e"]}).to_string(), "stop_sequences", "limit of 4"),
         (json!({"max_tokens": 8, "messages": [{"role": "user", "content": "x"}, {"role": "assistant", "content": "{"}]}).to_string(),
             "messages[1]", "prefill"),
@@ -70,6 +75,14 @@ async fn bad_messages_are_anthropic_shaped_400s_naming_the_field() {
             "{field:?} / {needle:?} not in {message:?}"
         );
     }
+    // What Claude Code sends beside its conversation is accepted: a max_tokens over the room left
+    // (cut to fit), adaptive thinking, clearing thinking blocks, an effort hint, a system turn.
+    let claude_code = json!({"max_tokens": 100000, "thinking": {"type": "adaptive"}, "output_config": {"effort": "high"},
+        "context_management": {"edits": [{"type": "clear_thinking_20251015", "keep": "all"}]}, "temperature": 0,
+        "messages": [{"role": "user", "content": "hi"}, {"role": "system", "content": "Answer in one word."},
+            {"role": "user", "content": [{"type": "text", "text": "Say yes.", "cache_control": {"type": "ephemeral"}}]}]});
+    let (status, answer) = post_to(&state, "/v1/messages?beta=true", &claude_code.to_string()).await;
+    assert_eq!(status, StatusCode::OK, "{answer}");
     let (status, answer) = post_to(&state, "/v1/messages/nope", "{}").await;
     assert_eq!(
         (status, &answer["error"]["type"]),

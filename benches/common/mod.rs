@@ -2,7 +2,7 @@
 
 use std::path::PathBuf;
 
-/// The default shipped model, fetched into `$TESSERA_MODELS_DIR` or `<repo>/models` when missing.
+/// The tests' fast model (SmolLM2), fetched into `$TESSERA_MODELS_DIR` or `<repo>/models` when missing.
 pub fn model_path() -> PathBuf {
-    tessera_fixtures::model(tessera_model::default_model().name)
+    tessera_fixtures::model(tessera_fixtures::FAST_MODEL)
 }

@@ -9,13 +9,13 @@ use std::sync::OnceLock;
 use tessera_kv::BlockPool;
 use tessera_model::{KvCache, LoadOptions, LoadedModel, LogitsFor, Runtime, Sequence};
 
-/// `$TESSERA_MODEL`, else the default shipped model (fetched into
+/// `$TESSERA_MODEL`, else the tests' fast model, SmolLM2 (fetched into
 /// `$TESSERA_MODELS_DIR` or `<repo>/models` on first use).
 pub fn model_path() -> PathBuf {
     if let Some(path) = std::env::var_os("TESSERA_MODEL") {
         return PathBuf::from(path);
     }
-    tessera_fixtures::model(tessera_model::default_model().name)
+    tessera_fixtures::model(tessera_fixtures::FAST_MODEL)
 }
 
 /// The default model, loaded once per test binary (repacked as the runtime does by default).

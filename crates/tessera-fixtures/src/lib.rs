@@ -14,6 +14,10 @@ use std::process::{Command, Stdio};
 use std::sync::{Mutex, OnceLock};
 use tessera_model::shipped_model;
 
+/// The shipped model the tests run on: small and fast (the default model is
+/// the 1.5B, for users; tests that need a real tool-calling model name it).
+pub const FAST_MODEL: &str = "smollm2";
+
 /// The checkout (holds `scripts/` and, by default, `models/`).
 pub const REPO_ROOT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../..");
 

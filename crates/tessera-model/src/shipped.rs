@@ -13,17 +13,20 @@ pub struct ShippedModel {
     pub description: &'static str,
 }
 
-/// Every shipped model; the first is the default.
+/// Every shipped model; the first is the default: the smallest that answers
+/// the README's questions correctly and drives real agent harnesses
+/// (measured in BENCHMARKS.md: the 0.5B answers the questions but passes 1
+/// of the agent suite's 13 tasks, the 1.5B 7; SmolLM2 answers neither).
 pub const SHIPPED_MODELS: &[ShippedModel] = &[
-    ShippedModel {
-        name: "smollm2",
-        file: "SmolLM2-135M-Instruct.Q4_1.gguf",
-        description: "SmolLM2-135M-Instruct Q4_1 (98 MB): the default, fast on any CPU",
-    },
     ShippedModel {
         name: "qwen2.5-coder-1.5b",
         file: "Qwen2.5-Coder-1.5B-Instruct.Q4_K_M.gguf",
-        description: "Qwen2.5-Coder-1.5B-Instruct Q4_K_M (1.1 GB): a real tool-calling model",
+        description: "Qwen2.5-Coder-1.5B-Instruct Q4_K_M (1.1 GB): the default, a real tool-calling model",
+    },
+    ShippedModel {
+        name: "smollm2",
+        file: "SmolLM2-135M-Instruct.Q4_1.gguf",
+        description: "SmolLM2-135M-Instruct Q4_1 (98 MB): the tests' fast model; valid calls, little sense",
     },
     ShippedModel {
         name: "qwen2.5-coder-0.5b",
@@ -32,7 +35,7 @@ pub const SHIPPED_MODELS: &[ShippedModel] = &[
     },
 ];
 
-/// The default model (SmolLM2-135M-Instruct Q4_1).
+/// The default model (Qwen2.5-Coder-1.5B-Instruct Q4_K_M).
 pub fn default_model() -> &'static ShippedModel {
     &SHIPPED_MODELS[0]
 }

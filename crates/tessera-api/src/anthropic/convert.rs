@@ -11,8 +11,13 @@
 //!   `*` is a family, and `x_tessera_tool_choice` (OpenAI's forms) replaces it.
 //!
 //! What the models here cannot do is refused with the field at fault:
-//! images and documents, extended thinking, Anthropic's server tools, a
-//! trailing assistant turn (prefill).
+//! images and documents, extended thinking (`adaptive` is accepted: the
+//! model decides, and these never think), context edits other than
+//! clearing thinking, Anthropic's server tools, a trailing assistant turn
+//! (prefill). `output_config.format` is a JSON response format;
+//! `output_config.effort` is a hint. A `max_tokens` over what is left of the
+//! context is cut to fit, and an answer that reaches the window stops with
+//! `model_context_window_exceeded`, as Anthropic's API does.
 
 use super::wire::{
     Blocks, ContentBlock, InputMessage, MessagesRequest, ResultBlock, Role, TextBlock, Tool, ToolChoice,
@@ -36,15 +41,7 @@ pub fn messages_request(
     if body.max_tokens.is_none() && !count_only {
         return Err(RequestError::invalid("max_tokens", "max_tokens is required"));
     }
-    if let Some(thinking) = body.thinking.as_ref().filter(|t| t.kind != "disabled") {
-        return Err(RequestError::invalid(
-            "thinking",
-            format!(
-                "extended thinking (`{}`) is not supported: the models served here do not think in blocks",
-                thinking.kind
-            ),
-        ));
-    }
+    unsupported(&body)?;
     if body.messages.last().is_some_and(|m| m.role == Role::Assistant) {
         return Err(RequestError::invalid(
             format!("messages[{}]", body.messages.len() - 1),
@@ -64,8 +61,15 @@ pub fn messages_request(
         (None, None) => (None, None),
     };
     let stream = body.stream.unwrap_or(false);
+    let json_format = body
+        .output_config
+        .and_then(|config| config.format)
+        .map(|format| format.schema);
     let request = core::ChatRequest {
         tools: tool_defs(body.tools.as_deref().unwrap_or_default())?,
+        json_format,
+        // Anthropic takes a max_tokens over what is left of the context and stops at the window.
+        fit_to_context: true,
         tool_choice: choice,
         parallel_tool_calls: parallel,
         sampling: Sampling {
@@ -81,6 +85,39 @@ pub fn messages_request(
         ..core::ChatRequest::new(messages)
     };
     Ok((request, stream))
+}
+
+/// Extended thinking and server-side context edits other than clearing
+/// thinking blocks are refused: the models here never think in blocks, and
+/// the prompt is always the conversation as sent.
+fn unsupported(body: &MessagesRequest) -> Result<(), RequestError> {
+    if let Some(thinking) = body
+        .thinking
+        .as_ref()
+        .filter(|t| !matches!(t.kind.as_str(), "disabled" | "adaptive"))
+    {
+        return Err(RequestError::invalid(
+            "thinking",
+            format!(
+                "extended thinking (`{}`) is not supported: the models served here do not think in blocks (send `disabled` or `adaptive`)",
+                thinking.kind
+            ),
+        ));
+    }
+    let edits = body.context_management.iter().flat_map(|c| c.edits.iter());
+    if let Some((i, edit)) = edits
+        .enumerate()
+        .find(|(_, edit)| !edit.kind.starts_with("clear_thinking"))
+    {
+        return Err(RequestError::invalid(
+            format!("context_management.edits[{i}].type"),
+            format!(
+                "context edit `{}` is not supported: the prompt is the conversation as sent",
+                edit.kind
+            ),
+        ));
+    }
+    Ok(())
 }
 
 fn system_text(system: &Blocks<TextBlock>) -> String {
@@ -100,6 +137,7 @@ fn turn(i: usize, message: &InputMessage, out: &mut Vec<core::Message>) -> Resul
         Blocks::Text(text) => {
             out.push(match message.role {
                 Role::User => core::Message::User(text.clone()),
+                Role::System => core::Message::System(text.clone()),
                 Role::Assistant => core::Message::Assistant {
                     text: text.clone(),
                     calls: Vec::new(),
@@ -111,11 +149,32 @@ fn turn(i: usize, message: &InputMessage, out: &mut Vec<core::Message>) -> Resul
     };
     match message.role {
         Role::User => user_turn(i, blocks, out),
+        Role::System => {
+            out.push(core::Message::System(system_blocks(i, blocks)?));
+            Ok(())
+        }
         Role::Assistant => {
             out.push(assistant_turn(i, blocks)?);
             Ok(())
         }
     }
+}
+
+/// A system turn's blocks: text only.
+fn system_blocks(i: usize, blocks: &[ContentBlock]) -> Result<String, RequestError> {
+    let mut texts = Vec::with_capacity(blocks.len());
+    for (j, block) in blocks.iter().enumerate() {
+        match block {
+            ContentBlock::Text { text } => texts.push(text.as_str()),
+            _ => {
+                return Err(RequestError::invalid(
+                    format!("messages[{i}].content[{j}]"),
+                    "a system turn holds text blocks only",
+                ))
+            }
+        }
+    }
+    Ok(join(texts.into_iter()))
 }
 
 /// Tool results and text, in order: consecutive texts make one user message.
@@ -348,5 +407,19 @@ mod tests {
             with(json!({"type": "none"})).tool_choice.unwrap().choice.mode,
             CallMode::None
         );
+    }
+
+    #[test]
+    fn what_claude_code_sends_beside_the_conversation_is_read() {
+        let schema = json!({"type": "object", "properties": {"title": {"type": "string"}}});
+        let request = request(json!({"max_tokens": 32000, "thinking": {"type": "adaptive"},
+            "output_config": {"effort": "high", "format": {"type": "json_schema", "schema": schema}},
+            "context_management": {"edits": [{"type": "clear_thinking_20251015", "keep": "all"}]},
+            "messages": [{"role": "user", "content": "a"}, {"role": "system", "content": [{"type": "text", "text": "b"}]},
+                {"role": "user", "content": "c"}]}))
+        .unwrap();
+        assert_eq!(request.json_format, Some(schema));
+        assert!(request.fit_to_context, "a max_tokens over the room is cut to fit");
+        assert_eq!(request.messages[1], core::Message::System("b".into()));
     }
 }

@@ -18,6 +18,8 @@ pub enum StopReason {
     StopSequence,
     /// It called tools.
     ToolUse,
+    /// The context window was reached before `max_tokens`.
+    ModelContextWindowExceeded,
 }
 
 impl From<&crate::FinishReason> for StopReason {
@@ -27,6 +29,7 @@ impl From<&crate::FinishReason> for StopReason {
             crate::FinishReason::StopSequence(_) => Self::StopSequence,
             crate::FinishReason::Length => Self::MaxTokens,
             crate::FinishReason::ToolCalls => Self::ToolUse,
+            crate::FinishReason::ContextWindow => Self::ModelContextWindowExceeded,
         }
     }
 }

@@ -53,9 +53,16 @@ pub struct MessagesRequest {
     /// `user_id` names the session when no `X-Session-Id` is sent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub metadata: Option<Metadata>,
-    /// Extended thinking: only `disabled` is supported.
+    /// Extended thinking: `disabled`, or `adaptive` (the model decides, and the models here never
+    /// think in blocks); `enabled` is refused.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub thinking: Option<Thinking>,
+    /// Output options: `format` (a JSON schema the answer obeys) and `effort` (a hint).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output_config: Option<OutputConfig>,
+    /// Server-side context edits: only clearing thinking blocks (there are none) is accepted.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub context_management: Option<ContextManagement>,
 }
 
 /// One turn of the conversation.
@@ -74,6 +81,8 @@ wire_words! {
         User = "user",
         /// The model.
         Assistant = "assistant",
+        /// Instructions in the middle of the conversation (Claude Code's `mid-conversation-system`).
+        System = "system",
     }
 }
 
@@ -220,7 +229,52 @@ pub struct Metadata {
 /// `thinking`.
 #[derive(Debug, Clone, Deserialize, Serialize)]
 pub struct Thinking {
-    /// `enabled` is refused; `disabled` is what happens anyway.
+    /// `enabled` is refused; `disabled` and `adaptive` are what happens anyway.
+    #[serde(rename = "type")]
+    pub kind: String,
+}
+
+/// `output_config`.
+#[derive(Debug, Clone, Default, Deserialize, Serialize)]
+pub struct OutputConfig {
+    /// How hard the model should work: a hint, taken as read.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub effort: Option<String>,
+    /// The answer's format.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub format: Option<OutputFormat>,
+}
+
+/// `output_config.format`: `{"type": "json_schema", "schema": …}`.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+pub struct OutputFormat {
+    /// `json_schema`.
+    #[serde(rename = "type")]
+    pub kind: OutputFormatKind,
+    /// The schema the answer obeys.
+    pub schema: Value,
+}
+
+wire_words! {
+    /// `output_config.format.type`.
+    pub enum OutputFormatKind ("output format") {
+        /// JSON obeying `schema`.
+        JsonSchema = "json_schema",
+    }
+}
+
+/// `context_management`.
+#[derive(Debug, Clone, Default, Deserialize, Serialize)]
+pub struct ContextManagement {
+    /// The edits asked for.
+    #[serde(default)]
+    pub edits: Vec<ContextEdit>,
+}
+
+/// One context edit.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+pub struct ContextEdit {
+    /// `clear_thinking_…` (accepted: no thinking blocks exist) or another (refused).
     #[serde(rename = "type")]
     pub kind: String,
 }

@@ -21,8 +21,11 @@ pub enum FinishReason {
     EndTurn,
     /// A stop string ended the free text (the string is not part of the answer).
     StopSequence(String),
-    /// The length limit (or the context, or the KV pool) was reached.
+    /// The length limit (or the KV pool) was reached.
     Length,
+    /// The context window was reached before the length asked for (only
+    /// for requests that fit their limit to the context).
+    ContextWindow,
     /// The answer ended after one or more tool calls.
     ToolCalls,
 }
@@ -52,6 +55,8 @@ pub struct Header {
     pub model: String,
     /// Prompt tokens (known before the first token).
     pub prompt_tokens: usize,
+    /// The length limit was cut to what was left of the context.
+    pub context_bound: bool,
 }
 
 /// One step of an answer.
@@ -90,6 +95,7 @@ pub fn start(api: &Api, job: Job) -> Result<Answer, RequestError> {
         created: unix_now(),
         model: job.model,
         prompt_tokens: job.request.prompt.len(),
+        context_bound: job.context_bound,
     };
     if let Some(session) = &job.request.session {
         tracing::info!(%session, id = %header.id, "request");
@@ -173,6 +179,7 @@ impl Answer {
                     self.memory.remember(generated);
                 }
                 let reason = match completion.reason {
+                    tessera_engine::FinishReason::Length if self.header.context_bound => FinishReason::ContextWindow,
                     tessera_engine::FinishReason::Length => FinishReason::Length,
                     tessera_engine::FinishReason::ToolCalls => FinishReason::ToolCalls,
                     _ if !self.arguments.is_empty() => FinishReason::ToolCalls,
@@ -284,7 +291,7 @@ impl Collected {
     /// `prompt::replayed_arguments`). A call cut short by the token limit
     /// keeps its partial arguments (the answer ends for its length).
     fn finalize(&mut self, mut ending: Ending) {
-        let cut = ending.reason == FinishReason::Length;
+        let cut = matches!(ending.reason, FinishReason::Length | FinishReason::ContextWindow);
         self.calls
             .retain(|call| cut || serde_json::from_str::<serde_json::Value>(&call.arguments).is_ok());
         if ending.reason == FinishReason::ToolCalls && self.calls.is_empty() {

@@ -66,7 +66,8 @@ impl Endpoint {
     pub fn json_format_field(self) -> &'static str {
         match self {
             Endpoint::Responses => "text.format",
-            _ => "response_format",
+            Endpoint::Messages => "output_config.format",
+            Endpoint::Chat | Endpoint::Completion => "response_format",
         }
     }
 
@@ -74,7 +75,8 @@ impl Endpoint {
     pub fn json_schema_field(self) -> &'static str {
         match self {
             Endpoint::Responses => "text.format.schema",
-            _ => "response_format.json_schema.schema",
+            Endpoint::Messages => "output_config.format.schema",
+            Endpoint::Chat | Endpoint::Completion => "response_format.json_schema.schema",
         }
     }
 

@@ -26,6 +26,9 @@ pub struct Job {
     /// Schema keywords ignored under `--lenient-schemas`, each with its path
     /// (sent back in the `x-tessera-schema-warnings` header).
     pub schema_warnings: Vec<String>,
+    /// The length limit is what was left of the context, less than asked
+    /// (an answer that reaches it ended at the window).
+    pub context_bound: bool,
 }
 
 /// Validate `body`, which came through `endpoint`, into a job.
@@ -40,7 +43,12 @@ pub fn chat_job(state: &Api, endpoint: Endpoint, body: ChatRequest) -> Result<Jo
         .chain(json_format.iter().map(ResponseSchema::warnings))
         .flat_map(|warnings| warnings.iter().cloned())
         .collect();
-    let max_tokens = max_tokens(state, endpoint, prompt.len(), body.max_tokens)?;
+    let room = state.engine.model_config().max_context.saturating_sub(prompt.len());
+    let (requested, context_bound) = match body.max_tokens {
+        Some(n) if body.fit_to_context && room > 0 && n as usize > room => (Some(room as u64), true),
+        requested => (requested, false),
+    };
+    let max_tokens = max_tokens(state, endpoint, prompt.len(), requested)?;
     let constraint = match (tools, json_format) {
         (Some(_), Some(_)) => {
             return Err(RequestError::invalid(
@@ -71,6 +79,7 @@ pub fn chat_job(state: &Api, endpoint: Endpoint, body: ChatRequest) -> Result<Jo
         stops,
         model: body.model.unwrap_or_else(|| state.config.model_name.clone()),
         schema_warnings,
+        context_bound,
     })
 }
 
@@ -100,6 +109,7 @@ pub fn raw_job(state: &Api, endpoint: Endpoint, body: RawRequest) -> Result<Job,
         stops: body.stop,
         model: body.model.unwrap_or_else(|| state.config.model_name.clone()),
         schema_warnings: Vec::new(),
+        context_bound: false,
     })
 }
 

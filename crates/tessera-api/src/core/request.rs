@@ -34,6 +34,11 @@ pub struct ChatRequest {
     pub model: Option<String>,
     /// Generate past end-of-turn tokens until `max_tokens` (benchmarks).
     pub ignore_eos: bool,
+    /// A `max_tokens` over what is left of the context is cut to fit, and
+    /// an answer that reaches the window ends with
+    /// [`FinishReason::ContextWindow`](crate::FinishReason::ContextWindow)
+    /// (Anthropic's semantics); otherwise it is a 400 (OpenAI's).
+    pub fit_to_context: bool,
 }
 
 impl ChatRequest {
@@ -52,6 +57,7 @@ impl ChatRequest {
             session: None,
             model: None,
             ignore_eos: false,
+            fit_to_context: false,
         }
     }
 

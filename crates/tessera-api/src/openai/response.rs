@@ -27,7 +27,7 @@ impl From<&crate::FinishReason> for FinishReason {
     fn from(reason: &crate::FinishReason) -> Self {
         match reason {
             crate::FinishReason::EndTurn | crate::FinishReason::StopSequence(_) => Self::Stop,
-            crate::FinishReason::Length => Self::Length,
+            crate::FinishReason::Length | crate::FinishReason::ContextWindow => Self::Length,
             crate::FinishReason::ToolCalls => Self::ToolCalls,
         }
     }

@@ -259,7 +259,7 @@ impl Render for ResponsesRender {
 
     fn ending(&mut self, header: &Header, ending: &Ending) -> Vec<StreamEvent> {
         let mut events = Vec::new();
-        let cut = ending.reason == FinishReason::Length;
+        let cut = matches!(ending.reason, FinishReason::Length | FinishReason::ContextWindow);
         let item_status = if cut {
             ItemStatus::Incomplete
         } else {

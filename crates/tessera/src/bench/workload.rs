@@ -183,7 +183,10 @@ mod tests {
     use super::*;
 
     fn tokenizer() -> Tokenizer {
-        let path = crate::model_files::models_dir().join(tessera_model::default_model().file);
+        let smollm2 = tessera_model::shipped_model("smollm2")
+            .map(|m| m.file)
+            .unwrap_or_default();
+        let path = crate::model_files::models_dir().join(smollm2);
         assert!(
             path.is_file(),
             "the real model is missing at {}: run scripts/fetch-model.sh",

@@ -6,9 +6,9 @@ use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
 use std::time::Duration;
 
-/// The default shipped model's path (fetched on first use).
+/// The tests' fast model's path (SmolLM2, fetched on first use).
 pub fn real_model() -> String {
-    tessera_fixtures::model(tessera_model::default_model().name)
+    tessera_fixtures::model(tessera_fixtures::FAST_MODEL)
         .to_string_lossy()
         .into_owned()
 }
