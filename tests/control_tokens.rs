@@ -79,7 +79,7 @@ fn text_without_control_token_text_tokenizes_as_before() {
     let prompt = prompt_of(&openai, body.clone());
     let (request, _) = chat_request(serde_json::from_value(body).unwrap(), None).unwrap();
     let mut protected = Protected::new(engine.tokenizer());
-    let memory = tessera_api::ArgumentMemory::default();
+    let memory = tessera_api::ReplyMemory::default();
     let mut render = tessera_api::prompt::RenderContext {
         format: engine.call_format(),
         protected: &mut protected,

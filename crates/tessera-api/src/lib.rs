@@ -32,7 +32,7 @@ pub use crate::core::context::{Api, ApiConfig, DEFAULT_MAX_TOKENS, DEFAULT_STORE
 pub use crate::core::endpoint::Endpoint;
 pub use crate::core::error::{InvalidRequest, RequestError};
 pub use crate::core::job::{chat_job, count_tokens, prompt_tokens, raw_job, Job};
-pub use crate::core::memory::ArgumentMemory;
+pub use crate::core::memory::{Reply, ReplyMemory};
 pub use crate::core::pipeline::{Delta, Pipeline, StopScanner};
 pub use crate::core::prompt::{self, replayed_arguments};
 pub use crate::core::request::{ChatRequest, Choice, Message, PastArguments, PastCall, RawRequest, Sampling};

@@ -12,7 +12,6 @@ use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use serde::Serialize;
-use serde_json::json;
 use std::convert::Infallible;
 use tessera_api::anthropic::{self, MessagesRender};
 use tessera_api::openai::{self, ChatRender, CompletionRender, Streaming};
@@ -139,24 +138,32 @@ where
                     None => sse,
                 }
             }
-            Frame::Failed(error) => failure_event(ApiError::from(error), dialect, done_marker),
+            Frame::Failed(error) => failure_event(ApiError::from(error), dialect),
             Frame::Done if done_marker => SseEvent::default().data("[DONE]"),
             Frame::Done => return None,
         };
         Some((Ok::<_, Infallible>(event), Some(frames)))
     });
-    Sse::new(events).keep_alive(KeepAlive::default()).into_response()
+    Sse::new(events).keep_alive(keep_alive(dialect)).into_response()
 }
 
-/// A failure after the stream started, as the protocol's error event.
-fn failure_event(error: ApiError, dialect: Dialect, done_marker: bool) -> SseEvent {
-    match (dialect, done_marker) {
-        (Dialect::OpenAi, true) => SseEvent::default().data(error.body().to_string()),
-        (Dialect::OpenAi, false) => {
-            let body = json!({"type": "error", "code": error.code, "message": error.message, "param": error.param});
-            SseEvent::default().event("error").data(body.to_string())
-        }
-        (Dialect::Anthropic, _) => SseEvent::default()
+/// What an idle stream sends every 15 s (a long prefill sends nothing else):
+/// a comment, or for Messages Anthropic's own `ping` event, since clients
+/// watch for events, not bytes (Claude Code abandons a stream after 5
+/// minutes without one, and a cold first turn prefills for longer on a CPU).
+fn keep_alive(dialect: Dialect) -> KeepAlive {
+    match dialect {
+        Dialect::OpenAi => KeepAlive::default(),
+        Dialect::Anthropic => KeepAlive::new().event(SseEvent::default().event("ping").data(r#"{"type":"ping"}"#)),
+    }
+}
+
+/// A failure after the stream started, as the protocol's error event (the
+/// Responses API's is its renderer's `response.failed`).
+fn failure_event(error: ApiError, dialect: Dialect) -> SseEvent {
+    match dialect {
+        Dialect::OpenAi => SseEvent::default().data(error.body().to_string()),
+        Dialect::Anthropic => SseEvent::default()
             .event("error")
             .data(error.anthropic_body().to_string()),
     }

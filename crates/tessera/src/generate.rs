@@ -152,7 +152,7 @@ fn submit(api: &Api, args: &GenerateArgs, prompt: String, tools: Option<Vec<Tool
             ignore_eos: args.ignore_eos,
             ..ChatRequest::new(messages).with_tools(tool_defs(tools.as_deref().unwrap_or_default()), choice)
         };
-        chat_job(api, Endpoint::Chat, request)
+        chat_job(api, Endpoint::Cli, request)
     } else {
         let request = RawRequest {
             prompt,
@@ -161,7 +161,7 @@ fn submit(api: &Api, args: &GenerateArgs, prompt: String, tools: Option<Vec<Tool
             ignore_eos: args.ignore_eos,
             ..RawRequest::default()
         };
-        raw_job(api, Endpoint::Completion, request)
+        raw_job(api, Endpoint::Cli, request)
     }
     .map_err(refused)?;
     for warning in &job.schema_warnings {

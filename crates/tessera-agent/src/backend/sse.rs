@@ -9,14 +9,6 @@ use std::time::Instant;
 use tessera_api::openai::response::{ChunkChoice, ToolCallDelta};
 use tessera_api::openai::ChatCompletionChunk;
 
-/// A `data:` line: a chunk, or the error a server sends instead.
-#[derive(Deserialize)]
-#[serde(untagged)]
-enum Line {
-    Failed(ErrorBody),
-    Chunk(ChatCompletionChunk),
-}
-
 /// An OpenAI-shaped error body.
 #[derive(Debug, Deserialize)]
 pub struct ErrorBody {
@@ -76,15 +68,16 @@ impl Assembler {
             self.push_done();
             return Ok(());
         }
-        let line: Line = serde_json::from_str(data)
-            .map_err(|error| AgentError::Backend(format!("a stream chunk is not a chat chunk ({error}): {data}")))?;
-        match line {
-            Line::Failed(body) => Err(AgentError::Backend(format!(
+        // A server that fails mid-stream sends an error body instead of a chunk.
+        if let Ok(failed) = serde_json::from_str::<ErrorBody>(data) {
+            return Err(AgentError::Backend(format!(
                 "the stream ended with an error: {}",
-                body.error.message
-            ))),
-            Line::Chunk(chunk) => self.push_chunk(&chunk),
+                failed.error.message
+            )));
         }
+        let chunk: ChatCompletionChunk = serde_json::from_str(data)
+            .map_err(|error| AgentError::Backend(format!("a stream chunk is not a chat chunk ({error}): {data}")))?;
+        self.push_chunk(&chunk)
     }
 
     /// Feed one chunk.

@@ -55,10 +55,14 @@ pub fn messages_request(
     for (i, message) in body.messages.iter().enumerate() {
         turn(i, message, &mut messages)?;
     }
-    let (choice, parallel) = match (&body.x_tessera_tool_choice, &body.tool_choice) {
-        (Some(spec), _) => (Some(parse_choice(spec, EXTENSION_FIELD)?), None),
-        (None, Some(choice)) => tool_choice(choice),
-        (None, None) => (None, None),
+    // The extension replaces the choice; `disable_parallel_tool_use` still holds.
+    let (choice, parallel) = match &body.tool_choice {
+        Some(choice) => tool_choice(choice),
+        None => (None, None),
+    };
+    let choice = match &body.x_tessera_tool_choice {
+        Some(spec) => Some(parse_choice(spec, EXTENSION_FIELD)?),
+        None => choice,
     };
     let stream = body.stream.unwrap_or(false);
     let json_format = body
@@ -160,6 +164,15 @@ fn turn(i: usize, message: &InputMessage, out: &mut Vec<core::Message>) -> Resul
     }
 }
 
+/// A call id in the core's form: this server names Anthropic's calls
+/// `toolu_…` for the core's `call_…` (the argument memory's key).
+fn core_call_id(id: &str) -> String {
+    match id.strip_prefix("toolu_") {
+        Some(rest) => format!("call_{rest}"),
+        None => id.to_string(),
+    }
+}
+
 /// A system turn's blocks: text only.
 fn system_blocks(i: usize, blocks: &[ContentBlock]) -> Result<String, RequestError> {
     let mut texts = Vec::with_capacity(blocks.len());
@@ -184,14 +197,22 @@ fn user_turn(i: usize, blocks: &[ContentBlock], out: &mut Vec<core::Message>) ->
         let field = || format!("messages[{i}].content[{j}]");
         match block {
             ContentBlock::Text { text } => texts.push(text),
-            ContentBlock::ToolResult { content, is_error, .. } => {
+            ContentBlock::ToolResult {
+                tool_use_id,
+                content,
+                is_error,
+            } => {
                 flush_user_text(&mut texts, out);
                 let text = result_text(content.as_ref(), &field())?;
                 let text = match is_error {
                     Some(true) => format!("Error: {text}"),
                     _ => text,
                 };
-                out.push(core::Message::Tool { text });
+                out.push(core::Message::Tool {
+                    text,
+                    call_id: Some(core_call_id(tool_use_id)),
+                    field: format!("{}.tool_use_id", field()),
+                });
             }
             ContentBlock::ToolUse { .. } => {
                 return Err(RequestError::invalid(
@@ -220,7 +241,8 @@ fn assistant_turn(i: usize, blocks: &[ContentBlock]) -> Result<core::Message, Re
         let field = || format!("messages[{i}].content[{j}]");
         match block {
             ContentBlock::Text { text } => texts.push(text.as_str()),
-            ContentBlock::ToolUse { name, input, .. } => calls.push(PastCall {
+            ContentBlock::ToolUse { id, name, input } => calls.push(PastCall {
+                id: Some(core_call_id(id)),
                 name: name.clone(),
                 arguments: PastArguments::Object(input.clone()),
                 field: format!("{}.input", field()),
@@ -351,13 +373,16 @@ mod tests {
                 core::Message::Assistant {
                     text: "Reading.".into(),
                     calls: vec![PastCall {
+                        id: Some("call_1".into()),
                         name: "read".into(),
                         arguments: PastArguments::Object(json!({"path": "a"})),
                         field: "messages[1].content[1].input".into(),
                     }],
                 },
                 core::Message::Tool {
-                    text: "Error: x".into()
+                    text: "Error: x".into(),
+                    call_id: Some("call_1".into()),
+                    field: "messages[2].content[0].tool_use_id".into(),
                 },
                 core::Message::User("go on".into()),
             ]

@@ -6,7 +6,7 @@
 //! which cancels the request in the engine.
 
 use super::endpoint::Endpoint;
-use super::memory::ArgumentMemory;
+use super::memory::{Reply, ReplyMemory};
 use super::pipeline::{Delta, Pipeline};
 use crate::{Api, Job, RequestError};
 use std::collections::VecDeque;
@@ -77,9 +77,11 @@ pub struct Answer {
     header: Header,
     events: Option<EventStream>,
     pipeline: Pipeline,
-    memory: Arc<ArgumentMemory>,
-    /// Each call's arguments so far, remembered at the end.
-    arguments: Vec<String>,
+    memory: Arc<ReplyMemory>,
+    /// The reply's whole text so far: the engine's prefill, then every token's.
+    raw: String,
+    /// What the reply said so far (remembered at the end, when it made calls).
+    said: Collected,
     /// The ending, when the last token released deltas that go first.
     pending: Option<Ending>,
 }
@@ -108,12 +110,14 @@ pub fn start(api: &Api, job: Job) -> Result<Answer, RequestError> {
     let calls = events
         .call_syntax()
         .map(|syntax| syntax.stream_parser(events.prefill()));
+    let raw = events.prefill().to_string();
     Ok(Answer {
         pipeline: Pipeline::new(calls, job.stops, &header.id),
         header,
         events: Some(events),
-        memory: api.arguments.clone(),
-        arguments: Vec::new(),
+        memory: api.replies.clone(),
+        raw,
+        said: Collected::default(),
         pending: None,
     })
 }
@@ -167,22 +171,21 @@ impl Answer {
     fn on_event(&mut self, event: Option<Event>) -> Step {
         match event {
             Some(Event::Token { text, .. }) => {
+                self.raw.push_str(&text);
                 let deltas = self.pipeline.push(&text);
-                self.note_arguments(&deltas);
+                self.note(&deltas);
                 Step::Deltas(deltas)
             }
             Some(Event::Finished(completion)) => {
                 let deltas = self.pipeline.finish();
-                self.note_arguments(&deltas);
+                self.note(&deltas);
                 self.events = None;
-                for generated in &self.arguments {
-                    self.memory.remember(generated);
-                }
+                self.remember_reply();
                 let reason = match completion.reason {
                     tessera_engine::FinishReason::Length if self.header.context_bound => FinishReason::ContextWindow,
                     tessera_engine::FinishReason::Length => FinishReason::Length,
                     tessera_engine::FinishReason::ToolCalls => FinishReason::ToolCalls,
-                    _ if !self.arguments.is_empty() => FinishReason::ToolCalls,
+                    _ if !self.said.calls.is_empty() => FinishReason::ToolCalls,
                     tessera_engine::FinishReason::Stop => match self.pipeline.stopped_by() {
                         Some(stop) => FinishReason::StopSequence(stop.to_string()),
                         None => FinishReason::EndTurn,
@@ -212,18 +215,25 @@ impl Answer {
         Step::Failed(RequestError::engine(error, self.header.endpoint))
     }
 
-    fn note_arguments(&mut self, deltas: &[Delta]) {
-        for delta in deltas {
-            match delta {
-                Delta::CallStart { .. } => self.arguments.push(String::new()),
-                Delta::Arguments { index, text } => {
-                    if let Some(arguments) = self.arguments.get_mut(*index) {
-                        arguments.push_str(text);
-                    }
-                }
-                Delta::Content(_) => {}
-            }
+    fn note(&mut self, deltas: &[Delta]) {
+        deltas.iter().for_each(|delta| self.said.push(delta.clone()));
+    }
+
+    /// An answer with calls is remembered whole, so that the next turn can
+    /// spell it as generated (see [`ReplyMemory`]).
+    fn remember_reply(&mut self) {
+        let said = std::mem::take(&mut self.said);
+        if said.calls.is_empty() {
+            return;
         }
+        tracing::debug!(id = %self.header.id, raw = %self.raw, "a reply with calls");
+        let ids = said.calls.iter().map(|call| call.id.clone()).collect();
+        let reply = Reply {
+            text: std::mem::take(&mut self.raw),
+            content: said.content,
+            calls: said.calls.into_iter().map(|call| (call.name, call.arguments)).collect(),
+        };
+        self.memory.remember(ids, reply);
     }
 }
 
@@ -325,6 +335,11 @@ pub trait Render {
     fn deltas(&mut self, header: &Header, deltas: Vec<Delta>) -> Vec<Self::Event>;
     /// The last events.
     fn ending(&mut self, header: &Header, ending: &Ending) -> Vec<Self::Event>;
+    /// The last events of an answer that failed after it started, when the
+    /// protocol has its own (`None`: the server sends its error event).
+    fn failed(&mut self, _header: &Header, _error: &RequestError) -> Option<Vec<Self::Event>> {
+        None
+    }
 }
 
 /// One piece of a streamed answer.
@@ -393,7 +408,10 @@ impl<R: Render> Frames<R> {
                 self.queue.push_back(Frame::Done);
             }
             Step::Failed(error) => {
-                self.queue.push_back(Frame::Failed(error));
+                match self.render.failed(header, &error) {
+                    Some(events) => self.queue.extend(events.into_iter().map(Frame::Event)),
+                    None => self.queue.push_back(Frame::Failed(error)),
+                }
                 self.queue.push_back(Frame::Done);
             }
         }

@@ -1,9 +1,9 @@
 //! What validating and answering a request needs besides the request: the
 //! engine (its template, tokenizer and limits), the serving defaults, the
 //! cache of compiled tool sets, the arguments the model generated for recent
-//! calls, and the Responses API's stored responses.
+//! calls (their replies as generated), and the Responses API's stored responses.
 
-use super::memory::ArgumentMemory;
+use super::memory::ReplyMemory;
 use crate::responses::ResponseStore;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -51,7 +51,7 @@ pub struct Api {
     pub(crate) engine: EngineHandle,
     pub(crate) config: Arc<ApiConfig>,
     pub(crate) tool_sets: Arc<ToolSetCache>,
-    pub(crate) arguments: Arc<ArgumentMemory>,
+    pub(crate) replies: Arc<ReplyMemory>,
     pub(crate) responses: Arc<ResponseStore>,
     next_id: Arc<AtomicU64>,
     started: u64,
@@ -72,7 +72,7 @@ impl Api {
             engine,
             responses: Arc::new(ResponseStore::new(config.stored_responses)),
             config: Arc::new(config),
-            arguments: Arc::default(),
+            replies: Arc::default(),
             tool_sets: Arc::new(ToolSetCache::with_options(TOOL_SETS_KEPT, schemas)),
             next_id: Arc::new(AtomicU64::new(1)),
             started,

@@ -14,6 +14,8 @@ pub enum Endpoint {
     Messages,
     /// `/v1/responses` (OpenAI Responses).
     Responses,
+    /// `tessera generate`: fields are its command-line flags.
+    Cli,
 }
 
 impl Endpoint {
@@ -23,7 +25,9 @@ impl Endpoint {
             Field::Prompt | Field::PromptTokens | Field::PromptTokenId => self.prompt_field(),
             Field::MaxTokens => self.max_tokens_field(),
             Field::Stop | Field::StopStringBytes => self.stop_field(),
+            Field::ToolChoice if self == Endpoint::Cli => "--tool-choice",
             Field::ToolChoice => "tool_choice",
+            Field::Sampling(name) if self == Endpoint::Cli => cli_flag(name),
             Field::Sampling(name) => name,
         }
     }
@@ -34,6 +38,7 @@ impl Endpoint {
             Endpoint::Chat | Endpoint::Messages => "messages",
             Endpoint::Completion => "prompt",
             Endpoint::Responses => "input",
+            Endpoint::Cli => "--prompt",
         }
     }
 
@@ -41,6 +46,7 @@ impl Endpoint {
     pub fn max_tokens_field(self) -> &'static str {
         match self {
             Endpoint::Responses => "max_output_tokens",
+            Endpoint::Cli => "--max-tokens",
             _ => "max_tokens",
         }
     }
@@ -49,6 +55,7 @@ impl Endpoint {
     pub fn stop_field(self) -> &'static str {
         match self {
             Endpoint::Messages => "stop_sequences",
+            Endpoint::Cli => "--stop",
             _ => "stop",
         }
     }
@@ -58,6 +65,7 @@ impl Endpoint {
         match self {
             Endpoint::Messages => format!("tools[{index}].input_schema"),
             Endpoint::Responses => format!("tools[{index}].parameters"),
+            Endpoint::Cli => format!("--tools: tools[{index}].parameters"),
             Endpoint::Chat | Endpoint::Completion => format!("tools[{index}].function.parameters"),
         }
     }
@@ -67,7 +75,7 @@ impl Endpoint {
         match self {
             Endpoint::Responses => "text.format",
             Endpoint::Messages => "output_config.format",
-            Endpoint::Chat | Endpoint::Completion => "response_format",
+            Endpoint::Chat | Endpoint::Completion | Endpoint::Cli => "response_format",
         }
     }
 
@@ -76,7 +84,7 @@ impl Endpoint {
         match self {
             Endpoint::Responses => "text.format.schema",
             Endpoint::Messages => "output_config.format.schema",
-            Endpoint::Chat | Endpoint::Completion => "response_format.json_schema.schema",
+            Endpoint::Chat | Endpoint::Completion | Endpoint::Cli => "response_format.json_schema.schema",
         }
     }
 
@@ -95,6 +103,19 @@ impl Endpoint {
     }
 }
 
+/// The `tessera generate` flag of a sampling parameter.
+fn cli_flag(name: &'static str) -> &'static str {
+    match name {
+        "temperature" => "--temperature",
+        "top_p" => "--top-p",
+        "top_k" => "--top-k",
+        "min_p" => "--min-p",
+        "repetition_penalty" => "--repeat-penalty",
+        "seed" => "--seed",
+        other => other,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -109,5 +130,7 @@ mod tests {
         assert_eq!(Endpoint::Responses.param(Field::MaxTokens), "max_output_tokens");
         assert_eq!(Endpoint::Responses.param(Field::Prompt), "input");
         assert_eq!(Endpoint::Messages.tool_schema_field(2), "tools[2].input_schema");
+        assert_eq!(Endpoint::Cli.param(Field::Sampling("top_p")), "--top-p");
+        assert_eq!(Endpoint::Cli.param(Field::MaxTokens), "--max-tokens");
     }
 }

@@ -122,7 +122,7 @@ pub fn prompt_tokens(state: &Api, endpoint: Endpoint, body: &ChatRequest) -> Res
     let mut render = RenderContext {
         format,
         protected: &mut protected,
-        memory: &state.arguments,
+        memory: &state.replies,
         prompt_field: endpoint.prompt_field(),
     };
     let messages = chat_messages(&body.messages, &body.tools, &mut render)?;
@@ -145,16 +145,17 @@ pub fn prompt_tokens(state: &Api, endpoint: Endpoint, body: &ChatRequest) -> Res
 /// forced call, the call's opening the engine appends. A prompt that fills
 /// the context is counted as it is (there is no room to force anything).
 pub fn count_tokens(state: &Api, endpoint: Endpoint, body: ChatRequest) -> Result<usize, RequestError> {
-    let prompt = prompt_tokens(state, endpoint, &body)?.len();
-    if prompt >= state.engine.model_config().max_context {
-        return Ok(prompt);
+    let counted = body.clone();
+    match chat_job(state, endpoint, body) {
+        Ok(job) => (state.engine.render(job.request))
+            .map(|prefilled| prefilled.len())
+            .map_err(|error| RequestError::engine(error, endpoint)),
+        // No room to generate: the prompt alone is the count.
+        Err(RequestError::Invalid(invalid)) if invalid.param == endpoint.param(Field::PromptTokens) => {
+            prompt_tokens(state, endpoint, &counted).map(|tokens| tokens.len())
+        }
+        Err(error) => Err(error),
     }
-    let job = chat_job(state, endpoint, body)?;
-    let prefilled = state
-        .engine
-        .render(job.request)
-        .map_err(|error| RequestError::engine(error, endpoint))?;
-    Ok(prefilled.len())
 }
 
 /// The protocols' defaults (temperature 1, top_p 1); a request without a
@@ -178,7 +179,7 @@ pub(crate) fn check_temperature(endpoint: Endpoint, temperature: Option<f32>) ->
     let most = endpoint.max_temperature();
     match temperature {
         Some(t) if !(0.0..=most).contains(&t) => Err(RequestError::invalid(
-            "temperature",
+            endpoint.param(Field::Sampling("temperature")),
             format!("temperature is {t}, outside [0, {most}]"),
         )),
         _ => Ok(()),

@@ -89,12 +89,29 @@ pub enum Message {
     Tool {
         /// The result's text.
         text: String,
+        /// The call it answers, when the wire names it.
+        call_id: Option<String>,
+        /// Where the call id sits in the request body (named in errors).
+        field: String,
     },
+}
+
+impl Message {
+    /// A tool's result that names no call.
+    pub fn tool(text: impl Into<String>) -> Self {
+        Self::Tool {
+            text: text.into(),
+            call_id: None,
+            field: String::new(),
+        }
+    }
 }
 
 /// A call of an earlier assistant turn, sent back by the client.
 #[derive(Debug, Clone, PartialEq)]
 pub struct PastCall {
+    /// Its id in the core's form (`call_…`), when the wire carries one.
+    pub id: Option<String>,
     /// The tool called.
     pub name: String,
     /// Its arguments as the wire carries them.
@@ -106,12 +123,13 @@ pub struct PastCall {
 /// An earlier call's arguments.
 #[derive(Debug, Clone, PartialEq)]
 pub enum PastArguments {
-    /// JSON text (Chat Completions, Responses): replayed verbatim when it is
-    /// one line, as this server returns what the model generated.
+    /// JSON text as a client sent it (Chat Completions, Responses).
     Text(String),
-    /// A parsed object (Anthropic's `tool_use.input`): replayed as the text
-    /// the model generated for it when the server remembers it.
+    /// A parsed object (Anthropic's `tool_use.input`).
     Object(Value),
+    /// The text the model generated, kept by this server (a stored
+    /// response): replayed verbatim.
+    Generated(String),
 }
 
 /// A tool choice and the request field it came from (named in errors).

@@ -109,13 +109,18 @@ fn core_message(i: usize, message: &Message) -> core::Message {
     match message.role {
         Role::System | Role::Developer => core::Message::System(text),
         Role::User => core::Message::User(text),
-        Role::Tool => core::Message::Tool { text },
+        Role::Tool => core::Message::Tool {
+            text,
+            call_id: message.tool_call_id.clone(),
+            field: format!("messages[{i}].tool_call_id"),
+        },
         Role::Assistant => {
             let calls = message.tool_calls.as_deref().unwrap_or_default();
             let calls = calls
                 .iter()
                 .enumerate()
                 .map(|(j, call)| PastCall {
+                    id: call.id.clone(),
                     name: call.function.name.clone(),
                     arguments: PastArguments::Text(call.function.arguments.clone()),
                     field: format!("messages[{i}].tool_calls[{j}].function.arguments"),

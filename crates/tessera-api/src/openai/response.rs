@@ -45,16 +45,26 @@ pub struct Usage {
     /// Their sum.
     #[serde(default)]
     pub total_tokens: usize,
-    /// Prompt tokens served from the prefix cache.
-    #[serde(default)]
+    /// Prompt tokens served from the prefix cache (absent or null from
+    /// other servers: none).
+    #[serde(default, deserialize_with = "null_as_default")]
     pub prompt_tokens_details: PromptTokensDetails,
+}
+
+/// A field another server may send as `null`: read as its default.
+fn null_as_default<'de, D, T>(deserializer: D) -> Result<T, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: Default + Deserialize<'de>,
+{
+    Ok(Option::<T>::deserialize(deserializer)?.unwrap_or_default())
 }
 
 /// `usage.prompt_tokens_details`.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PromptTokensDetails {
     /// Prompt tokens whose K/V was reused.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "null_as_default")]
     pub cached_tokens: usize,
 }
 

@@ -14,6 +14,7 @@
 //! Refused with the field at fault: images and files, reasoning items and
 //! item references, tools other than functions, reasoning effort, background runs.
 
+use super::store::Stored;
 use super::wire::{
     FormatKind, Input, InputItem, ItemKind, ItemRole, PartKind, Parts, ResponsesRequest, TextConfig, TextFormat, Tool,
 };
@@ -22,6 +23,7 @@ use crate::openai::convert::{parameters_or_any, parse_choice, EXTENSION_FIELD};
 use crate::openai::{ToolChoiceMode, ToolChoiceSpec};
 use crate::{Api, RequestError};
 use serde_json::json;
+use std::sync::Arc;
 use tessera_constrain::ToolDef;
 
 /// What answering a Responses request needs besides the core request.
@@ -31,9 +33,10 @@ pub struct Continuation {
     pub stream: bool,
     /// Keep the response for a later `previous_response_id`.
     pub store: bool,
-    /// The conversation this response continues: a stored one's, then this
-    /// request's input (the instructions are not part of it).
-    pub conversation: Vec<core::Message>,
+    /// The stored response this one continues.
+    pub previous: Option<Arc<Stored>>,
+    /// This request's input (the instructions are not part of it).
+    pub input: Vec<core::Message>,
     /// The request's settings, echoed in the response.
     pub echo: Echo,
 }
@@ -59,6 +62,8 @@ pub struct Echo {
     pub tools: Vec<Tool>,
     /// `text`.
     pub text: TextConfig,
+    /// `metadata`.
+    pub metadata: serde_json::Map<String, serde_json::Value>,
 }
 
 /// `body` as the core's request; `session` is the `X-Session-Id` header, if sent.
@@ -68,9 +73,9 @@ pub fn responses_request(
     session: Option<String>,
 ) -> Result<(core::ChatRequest, Continuation), RequestError> {
     unsupported(&body)?;
-    let mut conversation = match &body.previous_response_id {
-        None => Vec::new(),
-        Some(id) => api.responses.get(id).map(|stored| stored.to_vec()).ok_or_else(|| {
+    let previous = match &body.previous_response_id {
+        None => None,
+        Some(id) => Some(api.responses.get(id).ok_or_else(|| {
             RequestError::invalid(
                 "previous_response_id",
                 format!(
@@ -78,19 +83,21 @@ pub fn responses_request(
                     api.config.stored_responses
                 ),
             )
-        })?,
+        })?),
     };
+    let mut input = Vec::new();
     match &body.input {
-        Input::Text(text) => conversation.push(core::Message::User(text.clone())),
+        Input::Text(text) => input.push(core::Message::User(text.clone())),
         Input::List(items) => {
             for (i, item) in items.iter().enumerate() {
-                input_item(i, item, &mut conversation)?;
+                input_item(i, item, &mut input)?;
             }
         }
     }
-    let mut messages = Vec::with_capacity(conversation.len() + 1);
+    let mut messages = Vec::with_capacity(input.len() + 1);
     messages.extend(body.instructions.clone().map(core::Message::System));
-    messages.extend(conversation.iter().cloned());
+    messages.extend(previous.iter().flat_map(|stored| stored.conversation()));
+    messages.extend(input.iter().cloned());
     let choice = match (&body.x_tessera_tool_choice, &body.tool_choice) {
         (Some(spec), _) => Some(parse_choice(spec, EXTENSION_FIELD)?),
         (None, Some(spec)) => Some(parse_choice(spec, "tool_choice")?),
@@ -100,7 +107,10 @@ pub fn responses_request(
     let request = core::ChatRequest {
         tools: tool_defs(&tools)?,
         tool_choice: choice,
-        parallel_tool_calls: body.parallel_tool_calls,
+        parallel_tool_calls: match body.max_tool_calls {
+            Some(_) => Some(false),
+            None => body.parallel_tool_calls,
+        },
         json_format: json_format(body.text.as_ref())?,
         sampling: Sampling {
             temperature: body.temperature,
@@ -115,16 +125,18 @@ pub fn responses_request(
     let continuation = Continuation {
         stream: body.stream.unwrap_or(false),
         store: body.store.unwrap_or(true),
-        conversation,
+        previous,
+        input,
         echo: Echo {
             instructions: body.instructions,
             max_output_tokens: body.max_output_tokens,
-            parallel_tool_calls: body.parallel_tool_calls.unwrap_or(true),
+            parallel_tool_calls: body.parallel_tool_calls.unwrap_or(true) && body.max_tool_calls.is_none(),
             previous_response_id: body.previous_response_id,
             temperature: body.temperature.unwrap_or(1.0),
             top_p: body.top_p.unwrap_or(1.0),
             tool_choice: body.tool_choice.unwrap_or(ToolChoiceSpec::Mode(ToolChoiceMode::Auto)),
             tools,
+            metadata: body.metadata.unwrap_or_default(),
             text: body.text.unwrap_or(TextConfig {
                 format: Some(TextFormat {
                     kind: FormatKind::Text,
@@ -180,6 +192,7 @@ fn input_item(i: usize, item: &InputItem, out: &mut Vec<core::Message>) -> Resul
         }
         ItemKind::FunctionCall => {
             let call = PastCall {
+                id: item.call_id.clone(),
                 name: need(item.name.as_ref(), "name")?,
                 arguments: PastArguments::Text(need(item.arguments.as_ref(), "arguments")?),
                 field: field("arguments"),
@@ -194,7 +207,11 @@ fn input_item(i: usize, item: &InputItem, out: &mut Vec<core::Message>) -> Resul
         }
         ItemKind::FunctionCallOutput => {
             let text = parts_text(item.output.as_ref(), &field("output"))?;
-            out.push(core::Message::Tool { text });
+            out.push(core::Message::Tool {
+                text,
+                call_id: item.call_id.clone(),
+                field: field("call_id"),
+            });
         }
         ItemKind::Reasoning => {
             return Err(RequestError::invalid(
@@ -306,7 +323,7 @@ mod tests {
         };
         assert_eq!(out.len(), 4);
         assert_eq!(calls(&out[1]), ("Reading.".to_string(), 2));
-        assert_eq!(out[2], core::Message::Tool { text: "one".into() });
+        assert!(matches!(&out[2], core::Message::Tool { text, .. } if text == "one"));
         assert_eq!(calls(&out[3]), (String::new(), 1));
     }
 

@@ -5,17 +5,13 @@
 
 use super::convert::Continuation;
 use super::response::{
-    EventBody, IncompleteDetails, ItemStatus, OutputItem, OutputText, ResponseObject, Status, StreamEvent,
+    EventBody, IncompleteDetails, ItemStatus, OutputItem, OutputText, ResponseError, ResponseObject, Status,
+    StreamEvent,
 };
-use super::store::ResponseStore;
+use super::store::{unguessable, ResponseStore, Stored};
 use crate::core::request::{Message, PastArguments, PastCall};
-use crate::{Answer, Delta, Ending, FinishReason, Frame, Frames, Header, Render, RequestError};
+use crate::{Answer, Delta, Ending, FinishReason, Header, Render, RequestError, Step};
 use std::sync::Arc;
-
-/// The response id.
-fn response_id(header: &Header) -> String {
-    format!("resp_{}", header.id)
-}
 
 /// Renders one response; stores it at the end when asked.
 #[derive(Debug)]
@@ -26,6 +22,9 @@ pub struct ResponsesRender {
     output: Vec<OutputItem>,
     /// The output index of the item being generated.
     open: Option<usize>,
+    /// `resp_…`: the answer's id and a random part (a stored response is
+    /// read back by it, so it must not be guessable).
+    id: String,
 }
 
 impl ResponsesRender {
@@ -37,6 +36,7 @@ impl ResponsesRender {
             sequence: 0,
             output: Vec::new(),
             open: None,
+            id: String::new(),
         }
     }
 
@@ -54,7 +54,7 @@ impl ResponsesRender {
     fn response(&self, header: &Header, status: Status) -> ResponseObject {
         let echo = &self.continuation.echo;
         ResponseObject {
-            id: response_id(header),
+            id: self.id.clone(),
             object: "response".into(),
             created_at: header.created,
             status,
@@ -74,7 +74,7 @@ impl ResponsesRender {
             tools: echo.tools.clone(),
             text: echo.text.clone(),
             truncation: "disabled".into(),
-            metadata: serde_json::Map::new(),
+            metadata: echo.metadata.clone(),
         }
     }
 
@@ -83,7 +83,10 @@ impl ResponsesRender {
         let Some(index) = self.open.take() else {
             return;
         };
-        match &mut self.output[index] {
+        let Some(item) = self.output.get_mut(index) else {
+            return;
+        };
+        match item {
             OutputItem::Message {
                 id,
                 status: item_status,
@@ -91,7 +94,11 @@ impl ResponsesRender {
                 ..
             } => {
                 *item_status = status;
-                let (item_id, part) = (id.clone(), content[0].clone());
+                let part = content
+                    .first()
+                    .cloned()
+                    .unwrap_or_else(|| OutputText::new(String::new()));
+                let item_id = id.clone();
                 let text = part.text.clone();
                 events.push(self.event(EventBody::TextDone {
                     item_id: item_id.clone(),
@@ -124,7 +131,9 @@ impl ResponsesRender {
                 events.push(self.event(body));
             }
         }
-        let item = self.output[index].clone();
+        let Some(item) = self.output.get(index).cloned() else {
+            return;
+        };
         events.push(self.event(EventBody::ItemDone {
             output_index: index,
             item,
@@ -150,7 +159,7 @@ impl ResponsesRender {
         }
         let open_message = self
             .open
-            .filter(|&index| matches!(self.output[index], OutputItem::Message { .. }));
+            .filter(|&index| matches!(self.output.get(index), Some(OutputItem::Message { .. })));
         let index = match open_message {
             Some(index) => index,
             None => {
@@ -162,7 +171,7 @@ impl ResponsesRender {
                     content: Vec::new(),
                 };
                 let index = self.add(item, events);
-                if let OutputItem::Message { content, .. } = &mut self.output[index] {
+                if let Some(OutputItem::Message { content, .. }) = self.output.get_mut(index) {
                     content.push(OutputText::new(String::new()));
                 }
                 events.push(self.event(EventBody::PartAdded {
@@ -174,8 +183,10 @@ impl ResponsesRender {
                 index
             }
         };
-        if let OutputItem::Message { id, content, .. } = &mut self.output[index] {
-            content[0].text.push_str(&text);
+        if let Some(OutputItem::Message { id, content, .. }) = self.output.get_mut(index) {
+            if let Some(part) = content.first_mut() {
+                part.text.push_str(&text);
+            }
             let item_id = id.clone();
             events.push(self.event(EventBody::TextDelta {
                 item_id,
@@ -202,7 +213,7 @@ impl ResponsesRender {
         let Some(index) = self.open else {
             return;
         };
-        if let OutputItem::FunctionCall { id, arguments, .. } = &mut self.output[index] {
+        if let Some(OutputItem::FunctionCall { id, arguments, .. }) = self.output.get_mut(index) {
             arguments.push_str(&text);
             let item_id = id.clone();
             events.push(self.event(EventBody::ArgumentsDelta {
@@ -220,16 +231,23 @@ impl ResponsesRender {
         for item in &self.output {
             match item {
                 OutputItem::Message { content, .. } => content.iter().for_each(|part| text.push_str(&part.text)),
-                OutputItem::FunctionCall { name, arguments, .. } => calls.push(PastCall {
+                OutputItem::FunctionCall {
+                    call_id,
+                    name,
+                    arguments,
+                    ..
+                } => calls.push(PastCall {
+                    id: Some(call_id.clone()),
                     name: name.clone(),
-                    arguments: PastArguments::Text(arguments.clone()),
+                    arguments: PastArguments::Generated(arguments.clone()),
                     field: "previous_response_id".into(),
                 }),
             }
         }
-        let mut conversation = self.continuation.conversation.clone();
-        conversation.push(Message::Assistant { text, calls });
-        self.store.put(id, conversation);
+        let mut turn = self.continuation.input.clone();
+        turn.push(Message::Assistant { text, calls });
+        self.store
+            .put(id, Stored::new(self.continuation.previous.clone(), turn));
     }
 }
 
@@ -237,6 +255,7 @@ impl Render for ResponsesRender {
     type Event = StreamEvent;
 
     fn opening(&mut self, header: &Header) -> Vec<StreamEvent> {
+        self.id = format!("resp_{}{:016x}", header.id, unguessable());
         let created = Box::new(self.response(header, Status::InProgress));
         let in_progress = created.clone();
         vec![
@@ -282,22 +301,44 @@ impl Render for ResponsesRender {
         }));
         events
     }
+
+    fn failed(&mut self, header: &Header, error: &RequestError) -> Option<Vec<StreamEvent>> {
+        let mut events = Vec::new();
+        self.close(ItemStatus::Incomplete, &mut events);
+        let mut response = self.response(header, Status::Failed);
+        response.error = Some(ResponseError {
+            code: "server_error".into(),
+            message: error.to_string(),
+        });
+        let response = Box::new(response);
+        events.push(self.event(EventBody::Failed { response }));
+        Some(events)
+    }
 }
 
-/// Wait for the whole answer and return the response (stored when asked).
-pub async fn respond(answer: Answer, render: ResponsesRender) -> Result<ResponseObject, RequestError> {
-    let mut frames = Frames::new(answer, render);
-    let mut last = None;
-    while let Some(frame) = frames.next().await {
-        match frame {
-            Frame::Event(StreamEvent {
-                body: EventBody::Completed { response } | EventBody::Incomplete { response },
-                ..
-            }) => last = Some(*response),
-            Frame::Event(_) => {}
-            Frame::Failed(error) => return Err(error),
-            Frame::Done => break,
+/// Wait for the whole answer and return the response (stored when asked),
+/// through the same renderer as a stream; a failure is the request's error.
+pub async fn respond(mut answer: Answer, mut render: ResponsesRender) -> Result<ResponseObject, RequestError> {
+    let header = answer.header().clone();
+    render.opening(&header);
+    while let Some(step) = answer.next().await {
+        match step {
+            Step::Deltas(deltas) => drop(render.deltas(&header, deltas)),
+            Step::Finished(ending) => {
+                let last = render.ending(&header, &ending).pop();
+                if let Some(StreamEvent {
+                    body: EventBody::Completed { response } | EventBody::Incomplete { response },
+                    ..
+                }) = last
+                {
+                    return Ok(*response);
+                }
+            }
+            Step::Failed(error) => return Err(error),
         }
     }
-    last.ok_or_else(|| RequestError::engine(tessera_engine::EngineError::Stopped, crate::Endpoint::Responses))
+    Err(RequestError::engine(
+        tessera_engine::EngineError::Stopped,
+        crate::Endpoint::Responses,
+    ))
 }

@@ -28,8 +28,8 @@ pub struct ResponseObject {
     pub usage: Option<Usage>,
     /// Why it is incomplete.
     pub incomplete_details: Option<IncompleteDetails>,
-    /// Always null (a failure is an error event).
-    pub error: Option<Value>,
+    /// Why a failed response failed.
+    pub error: Option<ResponseError>,
     /// The request's instructions.
     pub instructions: Option<String>,
     /// The request's limit.
@@ -52,7 +52,7 @@ pub struct ResponseObject {
     pub text: TextConfig,
     /// Always `disabled`.
     pub truncation: String,
-    /// Always empty.
+    /// The request's metadata.
     pub metadata: serde_json::Map<String, Value>,
 }
 
@@ -66,6 +66,17 @@ pub enum Status {
     Completed,
     /// Cut by the length limit.
     Incomplete,
+    /// Failed after it started (`error` says why).
+    Failed,
+}
+
+/// `error` of a failed response.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ResponseError {
+    /// `server_error`, `rate_limit_exceeded`, …
+    pub code: String,
+    /// For a person.
+    pub message: String,
 }
 
 /// `incomplete_details`.
@@ -315,6 +326,12 @@ pub enum EventBody {
         /// The whole response, `incomplete_details` set.
         response: Box<ResponseObject>,
     },
+    /// The response failed after it started (last).
+    #[serde(rename = "response.failed")]
+    Failed {
+        /// The response so far, `error` set.
+        response: Box<ResponseObject>,
+    },
 }
 
 impl EventBody {
@@ -333,6 +350,7 @@ impl EventBody {
             Self::ItemDone { .. } => "response.output_item.done",
             Self::Completed { .. } => "response.completed",
             Self::Incomplete { .. } => "response.incomplete",
+            Self::Failed { .. } => "response.failed",
         }
     }
 }

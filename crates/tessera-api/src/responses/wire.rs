@@ -66,6 +66,27 @@ pub struct ResponsesRequest {
     /// Run in the background: not supported.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub background: Option<bool>,
+    /// Most calls in the response: only 1 (one call, no parallel calls) is supported.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_tool_calls: Option<u64>,
+    /// Extra output to include: only reasoning's (there is none) is accepted.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub include: Option<Vec<String>>,
+    /// Log probabilities: not supported (only 0).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub top_logprobs: Option<u64>,
+    /// `disabled` (a prompt over the context is refused); `auto` is not supported.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub truncation: Option<String>,
+    /// A server-side conversation: not supported (send `previous_response_id` or the items).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub conversation: Option<Value>,
+    /// A stored prompt template: not supported.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prompt: Option<Value>,
+    /// Echoed in the response.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub metadata: Option<serde_json::Map<String, Value>>,
 }
 
 /// `input`: a string (one user message) or items.
