@@ -96,7 +96,8 @@ class ClaudeCode:
             # Root may skip permission prompts only inside a sandbox.
             "IS_SANDBOX": "1",
         }
-        return [self.binary, "-p", "--model", "tessera", "--permission-mode", "bypassPermissions", task], env
+        command = [self.binary, "-p", "--model", "tessera", "--permission-mode", "bypassPermissions", "--max-turns", "8"]
+        return command + [task], env
 
 
 class Codex:

@@ -28,9 +28,11 @@ pub struct ServeArgs {
     /// The model id clients see in /v1/models and responses (default: the model file's name).
     #[arg(long)]
     served_model_name: Option<String>,
-    /// Token slots in the KV pool, shared by running requests and the prefix cache.
-    #[arg(long, default_value_t = 16384)]
-    kv_cache_tokens: usize,
+    /// Token slots in the KV pool, shared by running requests and the prefix cache [default: the
+    /// model's context, at least 16384, so one request of any length fits (an agent harness's first
+    /// turn runs to 20k tokens)].
+    #[arg(long, value_name = "TOKENS")]
+    kv_cache_tokens: Option<usize>,
     /// Persist the prefix cache in this folder (restored at start, saved at shutdown).
     #[arg(long)]
     kv_cache_dir: Option<PathBuf>,
@@ -69,6 +71,9 @@ pub struct ServeArgs {
     stored_responses: usize,
 }
 
+/// The smallest default KV pool, in tokens.
+const MIN_KV_CACHE_TOKENS: usize = 16384;
+
 pub fn run(args: ServeArgs) -> Result<()> {
     if args.max_body_bytes == 0 {
         bail!("--max-body-bytes must be at least 1");
@@ -82,6 +87,9 @@ pub fn run(args: ServeArgs) -> Result<()> {
     };
     let model_fingerprint = fingerprint_for_cache(&args.model, args.kv_cache_dir.as_deref())?;
     let loaded = load_model(&args.model)?;
+    let kv_cache_tokens = args
+        .kv_cache_tokens
+        .unwrap_or_else(|| loaded.model.config().max_context.max(MIN_KV_CACHE_TOKENS));
     let address = format!("{}:{}", args.host, args.port);
     let listener = std::net::TcpListener::bind(&address)
         .with_context(|| format!("binding {address} (is another server using the port? try --port)"))?;
@@ -96,7 +104,7 @@ pub fn run(args: ServeArgs) -> Result<()> {
         kv_cache_dir: args.kv_cache_dir.clone(),
         model_fingerprint,
         kv_dtype: args.model.kv_dtype,
-        ..EngineConfig::for_tokens(args.kv_cache_tokens)
+        ..EngineConfig::for_tokens(kv_cache_tokens)
     };
     if let Some(endpoint) = &args.kv_events {
         let topic = format!("kv@{bound}@{name}");
@@ -124,7 +132,7 @@ pub fn run(args: ServeArgs) -> Result<()> {
         let listener = tokio::net::TcpListener::from_std(listener).context("serving on the bound socket")?;
         eprintln!(
             "tessera: serving {name} on http://{bound}/v1 (KV pool {} tokens{}{}); Ctrl-C stops",
-            args.kv_cache_tokens,
+            kv_cache_tokens,
             if args.api_key.is_some() {
                 ", API key required"
             } else {

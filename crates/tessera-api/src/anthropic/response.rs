@@ -44,7 +44,10 @@ pub(crate) fn stop_sequence(reason: &crate::FinishReason) -> Option<String> {
 
 /// Token accounting: `input_tokens` counts the prompt tokens computed,
 /// `cache_read_input_tokens` those served from the prefix cache (their sum
-/// is the prompt), as Anthropic counts them.
+/// is the prompt, a forced call's opening included), as Anthropic counts
+/// them. The split is known when the answer ends: a stream's
+/// `message_start` counts the prompt as sent in `input_tokens`, and its
+/// `message_delta` carries the final figures, which the SDKs take.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Usage {
     /// Prompt tokens not served from the cache.

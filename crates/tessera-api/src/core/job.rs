@@ -147,9 +147,15 @@ pub fn prompt_tokens(state: &Api, endpoint: Endpoint, body: &ChatRequest) -> Res
 pub fn count_tokens(state: &Api, endpoint: Endpoint, body: ChatRequest) -> Result<usize, RequestError> {
     let counted = body.clone();
     match chat_job(state, endpoint, body) {
-        Ok(job) => (state.engine.render(job.request))
-            .map(|prefilled| prefilled.len())
-            .map_err(|error| RequestError::engine(error, endpoint)),
+        Ok(job) => {
+            let prompt = job.request.prompt.len();
+            match state.engine.render(job.request) {
+                Ok(prefilled) => Ok(prefilled.len()),
+                // Over what this server runs (its pool): counted all the same.
+                Err(tessera_engine::EngineError::OverLimit { .. }) => Ok(prompt),
+                Err(error) => Err(RequestError::engine(error, endpoint)),
+            }
+        }
         // No room to generate: the prompt alone is the count.
         Err(RequestError::Invalid(invalid)) if invalid.param == endpoint.param(Field::PromptTokens) => {
             prompt_tokens(state, endpoint, &counted).map(|tokens| tokens.len())

@@ -262,7 +262,9 @@ mod tests {
         };
         let compact = sent(PastArguments::Text(r#"{"a":2,"b":1}"#.into()), "call_9_0");
         assert_eq!(
-            as_generated("", std::slice::from_ref(&compact), &memory).unwrap().as_deref(),
+            as_generated("", std::slice::from_ref(&compact), &memory)
+                .unwrap()
+                .as_deref(),
             Some(raw)
         );
         let object = sent(PastArguments::Object(serde_json::json!({"a": 2, "b": 1})), "call_9_0");
