@@ -7,7 +7,9 @@
 # rate from turn 2, replies reused, first- and later-turn TTFT, protocol errors; the first task of each
 # harness is cold, the second warm, the third warm after a server restart on a persisted cache.
 #   scripts/harness-check.sh [--model M] [--harnesses pi-chat,pi-responses,pi-anthropic,claude-code,codex,agents-sdk,tessera-agent]
-#                            [--tasks read-write,write-new,find-mention] [--timeout S] [--json report.json]
+#                            [--tasks read-write,write-new,find-mention] [--timeout S] [--max-turns 12] [--json report.json] [--markdown table.md]
+# A harness asking for more than --max-turns model requests on one task is stopped there (the task fails),
+# as `tessera agent --max-steps` stops its own loop; --timeout (seconds per task, default 3600) likewise.
 # M: qwen2.5-coder-1.5b (default), a shipped model's name or a .gguf. Needs node/npm for the first three.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."

@@ -10,7 +10,9 @@ server is restarted on the same cache folder (SIGTERM saves it) and the third st
 For each task: pass or fail (the workspace is checked as the suite checks it), model requests
 (turns), the hit rate from turn 2, how many later turns reused the previous turn's prompt and reply
 (cached + 16 > previous prompt + reply: the reply's tokens were replayed), first-turn and later-turn
-TTFT, and every protocol error (a 4xx/5xx or an error event). Prints a table; `--json` writes all.
+TTFT, and every protocol error (a 4xx/5xx or an error event). A harness asking for more than
+`--max-turns` model requests on a task is stopped there (`tessera agent` gets the same `--max-steps`).
+Prints a table; `--json` writes all.
 
     scripts/harness-check.sh [--model M] [--harnesses pi-chat,claude-code,...] [--tasks a,b,c]
 """
@@ -82,6 +84,8 @@ def figures(records):
     errors = [f"{r['path']} {r.get('status')}: {r.get('error', '')}"[:300] for r in records
               if r.get("status", 200) >= 400 or r.get("error")]
     later = [t for t in turns[1:] if "prompt" in t]
+    # A request the client gave up on has no first token.
+    later_ttfts = [t["ttft_s"] for t in turns[1:] if "ttft_s" in t]
     prompt, cached = sum(t["prompt"] for t in later), sum(t["cached"] for t in later)
     reused = sum(1 for before, after in zip(turns, turns[1:])
                  if "prompt" in before and "prompt" in after
@@ -93,9 +97,32 @@ def figures(records):
         "first_prompt": turns[0].get("prompt") if turns else None,
         "first_cached": turns[0].get("cached") if turns else None,
         "first_ttft_s": turns[0].get("ttft_s") if turns else None,
-        "later_ttft_s": statistics.median(t["ttft_s"] for t in turns[1:]) if len(turns) > 1 else None,
+        "later_ttft_s": statistics.median(later_ttfts) if later_ttfts else None,
         "errors": errors,
+        "per_turn": [[t.get("prompt"), t.get("cached"), t.get("completion")] for t in turns],
     }
+
+
+def run_capped(argv, workspace, env, recorder, args):
+    """Run one harness on one task until it exits, asks past the turn cap or runs out of time.
+    Returns (its output's tail, exit code or None, why it was stopped or None)."""
+    with tempfile.TemporaryFile("w+", encoding="utf-8", errors="replace") as out:
+        process = subprocess.Popen(argv, cwd=workspace, env={**os.environ, **env}, stdin=subprocess.DEVNULL,
+                                   stdout=out, stderr=subprocess.STDOUT, text=True, start_new_session=True)
+        deadline, stopped = time.monotonic() + args.timeout, None
+        while process.poll() is None:
+            if recorder.capped.is_set():
+                stopped = f"asked past {args.max_turns} model requests"
+            elif time.monotonic() > deadline:
+                stopped = f"timed out after {args.timeout} s"
+            if stopped:
+                os.killpg(process.pid, signal.SIGKILL)
+                process.wait()
+                break
+            time.sleep(0.2)
+        out.seek(0)
+        output = out.read()[-3000:]
+    return (f"[stopped: {stopped}]\n" if stopped else "") + output, process.returncode if not stopped else None, stopped
 
 
 def run_harness(harness, args, tasks, root):
@@ -104,6 +131,7 @@ def run_harness(harness, args, tasks, root):
     log = open(os.path.join(args.logs, f"serve-{harness.name}.log"), "w")
     server = Server(args.binary, args.model, args.port, cache_dir, log)
     recorder, proxy_port = proxy.start(args.port)
+    recorder.max_turns = args.max_turns
     base = f"http://127.0.0.1:{proxy_port}"
     workspace = os.path.join(root, "ws", harness.name)
     rows = []
@@ -118,16 +146,13 @@ def run_harness(harness, args, tasks, root):
             recorder.label = {"harness": harness.name, "task": task["name"]}
             argv, env = harness.command(base, workspace, task["task"])
             started = time.monotonic()
-            try:
-                done = subprocess.run(argv, cwd=workspace, env={**os.environ, **env}, stdin=subprocess.DEVNULL,
-                                      capture_output=True, text=True, timeout=args.timeout)
-                output, code = (done.stdout + done.stderr)[-3000:], done.returncode
-            except subprocess.TimeoutExpired as expired:
-                output, code = f"timed out after {args.timeout} s: {expired.stderr!r}"[-3000:], None
+            output, code, stopped = run_capped(argv, workspace, env, recorder, args)
             seconds = time.monotonic() - started
             why = agent_eval.check(task, before, agent_eval.snapshot(workspace))
             row = {"harness": harness.name, "task": task["name"], "phase": phase, "passed": why is None,
-                   "why": why, "exit": code, "seconds": seconds, **figures(recorder.take())}
+                   "why": why, "exit": code, "stopped": stopped, "seconds": seconds}
+            records = recorder.take()
+            row.update(figures(records), requests=records)
             with open(os.path.join(args.logs, f"{harness.name}-{task['name']}.out"), "w") as f:
                 f.write(output)
             print_row(row)
@@ -146,7 +171,7 @@ def run_tessera_agent(args, tasks, root):
     for index, task in enumerate(tasks):
         before = prepare(workspace, task)
         command = [args.binary, "agent", "-m", args.model, "-w", workspace, "--kv-cache-dir", cache_dir,
-                   "--max-steps", "12", task["task"]]
+                   "--max-steps", str(args.max_turns), task["task"]]
         started = time.monotonic()
         done = subprocess.run(command, capture_output=True, text=True, timeout=args.timeout)
         seconds = time.monotonic() - started
@@ -175,8 +200,36 @@ def print_row(row):
     print(f"{row['harness']:<14} {row['task']:<14} {row['phase']:<14} {'pass' if row['passed'] else 'FAIL':<6} "
           f"{row['turns']:>5} {hit} {row['reused_previous']:>7} {seconds(row['first_ttft_s'])}  "
           f"{seconds(row['later_ttft_s'])}  {first:>15}  {len(row['errors'])}", flush=True)
+    if row.get("stopped"):
+        print(f"    stopped: {row['stopped']}", flush=True)
     for error in row["errors"][:3]:
         print(f"    protocol error: {error}", flush=True)
+
+
+def markdown(rows, model):
+    """The rows as a Markdown table (for BENCHMARKS.md and the README)."""
+    def seconds(value):
+        return f"{value:.1f}" if value is not None else "-"
+    lines = [f"| harness ({model}) | task | phase | result | turns | hit from turn 2 | reused previous reply | "
+             "first-turn TTFT s | later-turn TTFT s (median) | first turn cached/prompt | protocol errors |",
+             "|---|---|---|---|---|---|---|---|---|---|---|"]
+    for row in rows:
+        hit = f"{row['hit_from_turn_2']:.1%}" if row["hit_from_turn_2"] is not None else "-"
+        result = "pass" if row["passed"] else "fail" + (f" ({row['stopped']})" if row.get("stopped") else "")
+        lines.append(f"| {row['harness']} | {row['task']} | {row['phase']} | {result} | {row['turns']} | {hit} | "
+                     f"{row['reused_previous']} | {seconds(row['first_ttft_s'])} | {seconds(row['later_ttft_s'])} | "
+                     f"{row['first_cached']}/{row['first_prompt']} | {len(row['errors'])} |")
+    return "\n".join(lines) + "\n"
+
+
+def save(args, rows):
+    """Write what ran so far (after each harness: a later failure keeps the earlier rows)."""
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"model": args.model, "rows": rows}, f, indent=1)
+    if args.markdown:
+        with open(args.markdown, "w") as f:
+            f.write(markdown(rows, os.path.basename(args.model)))
 
 
 def main():
@@ -187,7 +240,10 @@ def main():
     parser.add_argument("--tasks", default=DEFAULT_TASKS)
     parser.add_argument("--port", type=int, default=8931)
     parser.add_argument("--timeout", type=int, default=3600, help="seconds per task")
+    parser.add_argument("--max-turns", type=int, default=12,
+                        help="model requests per task; a harness asking for more is stopped (tessera agent: --max-steps)")
     parser.add_argument("--json", help="write every row here")
+    parser.add_argument("--markdown", help="write the table here as Markdown")
     args = parser.parse_args()
     root = os.environ.get("TESSERA_HARNESS_DIR", os.path.expanduser("~/.cache/tessera/harness"))
     args.logs = os.path.join(root, "logs")
@@ -202,14 +258,14 @@ def main():
     rows = []
     for harness in harnesses:
         rows += run_harness(harness, args, tasks, root)
+        save(args, rows)
     if "tessera-agent" in wanted:
         rows += run_tessera_agent(args, tasks, root)
+    save(args, rows)
     passed = sum(r["passed"] for r in rows)
     errors = sum(len(r["errors"]) for r in rows)
     print(f"summary: {passed}/{len(rows)} tasks passed, {errors} protocol errors ({args.model}); logs in {args.logs}")
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump({"model": args.model, "rows": rows}, f, indent=1)
+
 
 
 if __name__ == "__main__":

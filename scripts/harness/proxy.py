@@ -5,6 +5,10 @@ reads what the client sees, in the request's own protocol (Chat Completions, Res
 prompt and cached tokens from the usage its protocol reports, generated tokens, the time to the first
 content or call event (TTFT), the whole time, and any error the server answered (a protocol error).
 Each record carries the label the harness check set (harness, task) when the request came in.
+
+A task's model requests are capped (`Recorder.max_turns`, as `tessera agent --max-steps` caps its own
+steps): the request past the cap is held unanswered and unrecorded and `capped` is set, for the
+harness check to stop the harness (a small model can loop on one tool for as long as it is let).
 """
 
 import http.client
@@ -65,6 +69,18 @@ class Recorder:
         self.label = {}
         self.records = []
         self.lock = threading.Lock()
+        self.max_turns = None
+        self.turns = 0
+        self.capped = threading.Event()
+
+    def admit(self):
+        """Whether one more model request of this task may go through (else the cap is reached)."""
+        with self.lock:
+            if self.max_turns is not None and self.turns >= self.max_turns:
+                self.capped.set()
+                return False
+            self.turns += 1
+            return True
 
     def add(self, record):
         with self.lock:
@@ -73,7 +89,12 @@ class Recorder:
     def take(self):
         with self.lock:
             records, self.records = self.records, []
+            self.turns = 0
+            self.capped.clear()
         return records
+
+
+MODEL_PROTOCOLS = ("chat", "responses", "messages")
 
 
 def protocol_of(path):
@@ -118,6 +139,11 @@ class Handler(BaseHTTPRequestHandler):
             name = f"{len(os.listdir(capture)):04d}-{protocol}.json"
             with open(os.path.join(capture, name), "wb") as f:
                 f.write(body)
+        if protocol in MODEL_PROTOCOLS and not recorder.admit():
+            # Past the task's cap: held until the harness check stops the harness.
+            time.sleep(60)
+            self.close_connection = True
+            return
         started = time.monotonic()
         upstream = http.client.HTTPConnection(*recorder.upstream, timeout=7200)
         try:
@@ -128,14 +154,18 @@ class Handler(BaseHTTPRequestHandler):
             recorder.add(record)
             self.send_error(502)
             return
-        self.send_response(answer.status)
-        for name, value in answer.getheaders():
-            if name.lower() not in DROPPED:
-                self.send_header(name, value)
-        self.send_header("Connection", "close")
-        self.end_headers()
         record["status"] = answer.status
-        self.relay(answer, protocol, record, started)
+        try:
+            self.send_response(answer.status)
+            for name, value in answer.getheaders():
+                if name.lower() not in DROPPED:
+                    self.send_header(name, value)
+            self.send_header("Connection", "close")
+            self.end_headers()
+        except OSError:
+            record["error"] = "the client hung up"
+        else:
+            self.relay(answer, protocol, record, started)
         upstream.close()
         self.close_connection = True
         if protocol in ("chat", "responses", "messages", "count_tokens"):

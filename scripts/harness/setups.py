@@ -91,13 +91,18 @@ class ClaudeCode:
             "DISABLE_AUTOUPDATER": "1",
             "DISABLE_ERROR_REPORTING": "1",
             "CLAUDE_CODE_MAX_OUTPUT_TOKENS": "2048",
-            # A cold first turn prefills its ~15k-token prompt for minutes on a CPU.
+            # A cold first turn prefills its ~18k-token prompt for minutes on a CPU: the request's
+            # timeout, and the stream's idle timeout (300 s at least; Claude Code's SDK does not count
+            # the `ping` events the server sends meanwhile, so a longer prefill is abandoned without it).
             "API_TIMEOUT_MS": "7200000",
+            "CLAUDE_STREAM_IDLE_TIMEOUT_MS": "7200000",
+            # Its first system block is a billing header whose version field changes with every task's
+            # first message, 22 tokens into the prompt: on, no task would share the ~18k-token prefix.
+            "CLAUDE_CODE_ATTRIBUTION_HEADER": "0",
             # Root may skip permission prompts only inside a sandbox.
             "IS_SANDBOX": "1",
         }
-        command = [self.binary, "-p", "--model", "tessera", "--permission-mode", "bypassPermissions", "--max-turns", "8"]
-        return command + [task], env
+        return [self.binary, "-p", "--model", "tessera", "--permission-mode", "bypassPermissions", task], env
 
 
 class Codex:

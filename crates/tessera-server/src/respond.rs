@@ -148,9 +148,11 @@ where
 }
 
 /// What an idle stream sends every 15 s (a long prefill sends nothing else):
-/// a comment, or for Messages Anthropic's own `ping` event, since clients
-/// watch for events, not bytes (Claude Code abandons a stream after 5
-/// minutes without one, and a cold first turn prefills for longer on a CPU).
+/// a comment, or for Messages Anthropic's own `ping` event, as Anthropic's
+/// API does, so that proxies and clients watching bytes keep the stream.
+/// (Clients watching content events do not count either: Claude Code
+/// abandons a stream without one for `CLAUDE_STREAM_IDLE_TIMEOUT_MS`, at
+/// least 5 minutes, which the README's configuration raises.)
 fn keep_alive(dialect: Dialect) -> KeepAlive {
     match dialect {
         Dialect::OpenAi => KeepAlive::default(),
