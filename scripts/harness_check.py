@@ -116,6 +116,7 @@ def run_capped(argv, workspace, env, recorder, args):
             elif time.monotonic() > deadline:
                 stopped = f"timed out after {args.timeout} s"
             if stopped:
+                recorder.stopping.set()
                 os.killpg(process.pid, signal.SIGKILL)
                 process.wait()
                 break
@@ -151,7 +152,8 @@ def run_harness(harness, args, tasks, root):
             why = agent_eval.check(task, before, agent_eval.snapshot(workspace))
             row = {"harness": harness.name, "task": task["name"], "phase": phase, "passed": why is None,
                    "why": why, "exit": code, "stopped": stopped, "seconds": seconds}
-            records = recorder.take()
+            # A request still open when a stopped harness died is recorded late: it belongs to its own task.
+            records = [r for r in recorder.take() if r.get("task") == task["name"]]
             row.update(figures(records), requests=records)
             with open(os.path.join(args.logs, f"{harness.name}-{task['name']}.out"), "w") as f:
                 f.write(output)

@@ -72,6 +72,8 @@ class Recorder:
         self.max_turns = None
         self.turns = 0
         self.capped = threading.Event()
+        # Set by the harness check before it stops a harness: a hang-up then is its doing.
+        self.stopping = threading.Event()
 
     def admit(self):
         """Whether one more model request of this task may go through (else the cap is reached)."""
@@ -91,6 +93,7 @@ class Recorder:
             records, self.records = self.records, []
             self.turns = 0
             self.capped.clear()
+            self.stopping.clear()
         return records
 
 
@@ -163,13 +166,20 @@ class Handler(BaseHTTPRequestHandler):
             self.send_header("Connection", "close")
             self.end_headers()
         except OSError:
-            record["error"] = "the client hung up"
+            self.hung_up(record)
         else:
             self.relay(answer, protocol, record, started)
         upstream.close()
         self.close_connection = True
         if protocol in ("chat", "responses", "messages", "count_tokens"):
             recorder.add(record)
+
+    def hung_up(self, record):
+        """The client went away: a protocol error, unless the harness check stopped it."""
+        if self.recorder.stopping.is_set():
+            record["stopped_by_check"] = True
+        else:
+            record["error"] = "the client hung up"
 
     def relay(self, answer, protocol, record, started):
         """Stream the answer through, reading its events (or its body) on the way."""
@@ -183,7 +193,7 @@ class Handler(BaseHTTPRequestHandler):
                 self.wfile.write(chunk)
                 self.wfile.flush()
             except OSError:
-                record["error"] = "the client hung up"
+                self.hung_up(record)
                 return
             if not streamed:
                 whole += chunk
