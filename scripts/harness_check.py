@@ -9,6 +9,7 @@ server is restarted on the same cache folder (SIGTERM saves it) and the third st
 
 For each task: pass or fail (the workspace is checked as the suite checks it), model requests
 (turns), the hit rate from turn 2, how many later turns reused the previous turn's prompt and reply
+in the same conversation
 (cached + 16 > previous prompt + reply: the reply's tokens were replayed), first-turn and later-turn
 TTFT, and every protocol error (a 4xx/5xx or an error event). A harness asking for more than
 `--max-turns` model requests on a task is stopped there (`tessera agent` gets the same `--max-steps`).
@@ -87,13 +88,20 @@ def figures(records):
     # A request the client gave up on has no first token.
     later_ttfts = [t["ttft_s"] for t in turns[1:] if "ttft_s" in t]
     prompt, cached = sum(t["prompt"] for t in later), sum(t["cached"] for t in later)
-    reused = sum(1 for before, after in zip(turns, turns[1:])
+    # Each turn against the turn before it in the same conversation (a harness may interleave others).
+    pairs, last = [], {}
+    for turn in turns:
+        key = turn.get("conversation")
+        if key in last:
+            pairs.append((last[key], turn))
+        last[key] = turn
+    reused = sum(1 for before, after in pairs
                  if "prompt" in before and "prompt" in after
                  and after["cached"] + 16 > before["prompt"] + before["completion"])
     return {
         "turns": len(turns),
         "hit_from_turn_2": cached / prompt if prompt else None,
-        "reused_previous": f"{reused}/{max(len(turns) - 1, 0)}",
+        "reused_previous": f"{reused}/{len(pairs)}",
         "first_prompt": turns[0].get("prompt") if turns else None,
         "first_cached": turns[0].get("cached") if turns else None,
         "first_ttft_s": turns[0].get("ttft_s") if turns else None,

@@ -11,6 +11,7 @@ steps): the request past the cap is held unanswered and unrecorded and `capped` 
 harness check to stop the harness (a small model can loop on one tool for as long as it is let).
 """
 
+import hashlib
 import http.client
 import json
 import os
@@ -100,6 +101,23 @@ class Recorder:
 MODEL_PROTOCOLS = ("chat", "responses", "messages")
 
 
+def conversation_of(body):
+    """A conversation's key: its instructions and first message (a harness's background requests,
+    such as Claude Code's workflows, are other conversations interleaved with the task's own)."""
+    try:
+        request = json.loads(body)
+    except ValueError:
+        return None
+    if not isinstance(request, dict):
+        return None
+    if request.get("previous_response_id"):
+        return "chained"  # sends only the new items: its head is in the server's store
+    items = request.get("messages") or request.get("input") or []
+    first = items[:1] if isinstance(items, list) else items
+    head = [request.get("system"), request.get("instructions"), first]
+    return hashlib.sha1(json.dumps(head, sort_keys=True).encode()).hexdigest()[:12]
+
+
 def protocol_of(path):
     if path.startswith("/v1/messages/count_tokens"):
         return "count_tokens"
@@ -134,7 +152,8 @@ class Handler(BaseHTTPRequestHandler):
         body = self.rfile.read(length) if length else b""
         headers = {k: v for k, v in self.headers.items() if k.lower() not in DROPPED}
         protocol = protocol_of(self.path)
-        record = {**recorder.label, "path": self.path, "protocol": protocol, "sent": time.time()}
+        record = {**recorder.label, "path": self.path, "protocol": protocol, "sent": time.time(),
+                  "conversation": conversation_of(body) if body else None}
         capture = os.environ.get("TESSERA_HARNESS_CAPTURE")
         if capture and body:
             # Debugging a harness: every request body, numbered.
