@@ -15,6 +15,8 @@ set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 cargo build --release -p tessera >&2
 binary="${CARGO_TARGET_DIR:-target}/release/tessera"
+# This checkout's models, whichever checkout the (possibly shared) target folder's binary was built from.
+export TESSERA_MODELS_DIR="${TESSERA_MODELS_DIR:-$PWD/models}"
 model="qwen2.5-coder-1.5b"
 for ((i = 1; i <= $#; i++)); do
     [[ "${!i}" == "--model" ]] && { j=$((i + 1)); model="${!j}"; }

@@ -53,7 +53,7 @@ class Server:
         deadline = time.time() + 900
         while time.time() < deadline:
             if self.process.poll() is not None:
-                raise SystemExit("harness-check: tessera serve exited at start; see the log")
+                raise SystemExit(f"harness-check: tessera serve exited at start; see {self.log.name}")
             self.log.flush()
             with open(self.log.name, encoding="utf-8", errors="replace") as f:
                 if f.read().count("serving ") > self.starts:
