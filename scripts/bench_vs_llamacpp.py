@@ -115,9 +115,11 @@ def make_prompt(llm, n_tokens):
 
 
 def tessera(prompt, max_tokens):
+    # Plain decode, one token per forward, as llama-bench measures it: the repeated sentences
+    # of these prompts would hand prompt lookup long drafts (`tessera bench decode` measures those).
     out = subprocess.run(
         [TESSERA, "--threads", str(THREADS), "generate", "--model", MODEL, "--max-tokens", str(max_tokens),
-         "--ignore-eos", "--json-stats", "--prefill-chunk", "512"],
+         "--ignore-eos", "--json-stats", "--prefill-chunk", "512", "--no-speculation", "--no-fast-forward"],
         input=prompt.encode(), capture_output=True, check=True)
     return json.loads(out.stderr.decode().strip().splitlines()[-1])
 
@@ -154,10 +156,10 @@ def one_run(llm, prompts, results):
         prefill, decode = llama_run(llm, tokens, steps)
         record(("prefill", size), stats["prompt_tokens"] / stats["prefill_s"], prefill)
         if decode_here:
-            record(("decode", size), stats["decode_steps"] / stats["decode_s"], decode)
+            record(("decode", size), stats["decode_tokens"] / stats["decode_s"], decode)
     short_tokens = llm.tokenize(SHORT_PROMPT.encode(), add_bos=False, special=False)
     stats = tessera(SHORT_PROMPT, DECODE_TOKENS + 1)
-    record(("decode", len(short_tokens)), stats["decode_steps"] / stats["decode_s"],
+    record(("decode", len(short_tokens)), stats["decode_tokens"] / stats["decode_s"],
            llama_run(llm, short_tokens, DECODE_TOKENS)[1])
     results.setdefault(("bandwidth",), []).append(bandwidth_gb_s())
 

@@ -4,11 +4,8 @@
 //! a dropped stream frees its blocks, bad requests get typed errors, and the
 //! pool is back to baseline after every test.
 
-use crate::common::{chat_prompt, greedy, long_prompt, model};
-use std::time::{Duration, Instant};
-use tessera_engine::{
-    EngineConfig, EngineError, EngineHandle, EngineMetrics, Event, Field, FinishReason, GenerateRequest,
-};
+use crate::common::{assert_baseline, chat_prompt, greedy, long_prompt, model};
+use tessera_engine::{EngineConfig, EngineError, EngineHandle, Event, Field, FinishReason, GenerateRequest};
 use tessera_model::{KvDtype, LoadOptions};
 use tessera_sample::SamplingParams;
 
@@ -27,21 +24,6 @@ fn alone(prompt: &[u32], max_tokens: usize) -> Vec<u32> {
         out.pop();
     }
     out
-}
-
-/// Wait until the engine is idle; then no block may be referenced.
-fn assert_baseline(engine: &EngineHandle) -> EngineMetrics {
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        let m = engine.metrics().wait().unwrap();
-        if m.requests_running == 0 && m.requests_waiting == 0 {
-            assert_eq!(m.kv_blocks_used, 0, "blocks still referenced: {m:?}");
-            assert_eq!(m.kv_blocks_free + m.kv_blocks_cached, m.kv_blocks_total);
-            return m;
-        }
-        assert!(Instant::now() < deadline, "engine never went idle: {m:?}");
-        std::thread::sleep(Duration::from_millis(20));
-    }
 }
 
 fn prompts() -> Vec<Vec<u32>> {

@@ -26,6 +26,8 @@ mod prefix_reuse;
 // The engine: concurrency, preemption, cancellation, sessions, errors, and a random stress.
 mod engine;
 mod engine_stress;
+// Speculative decoding (prompt lookup, grammar fast-forward) changes no token.
+mod speculation;
 
 // Constrained decoding: masks against brute force, valid calls in every mode.
 mod constrain_masks;

@@ -32,7 +32,7 @@ fn object(properties: Value, required: &[&str]) -> Value {
 
 /// 21 tools in the families browser_, file_, shell_, git_ and math_/misc, with
 /// strings, integers, numbers, booleans, enums, arrays, nested objects and optional fields.
-fn tools() -> Vec<ToolDef> {
+pub(crate) fn tools() -> Vec<ToolDef> {
     let s = json!({"type": "string"});
     vec![
         def(
@@ -165,7 +165,7 @@ fn tools() -> Vec<ToolDef> {
     ]
 }
 
-const PROMPTS: [&str; 40] = [
+pub(crate) const PROMPTS: [&str; 40] = [
     "What is the weather in Paris?",
     "Open https://example.com for me.",
     "Search the web for the tallest building in the world.",
@@ -211,7 +211,7 @@ const PROMPTS: [&str; 40] = [
 const FAMILIES: [&str; 5] = ["browser_*", "file_*", "shell_*", "git_*", "math_*"];
 
 /// A request's mode: label, choice.
-fn choices(i: usize, tools: &[ToolDef]) -> Vec<(&'static str, ToolChoice)> {
+pub(crate) fn choices(i: usize, tools: &[ToolDef]) -> Vec<(&'static str, ToolChoice)> {
     let choice = |mode, allowed: Option<Vec<AllowedTool>>| ToolChoice {
         mode,
         allowed,
@@ -236,6 +236,28 @@ fn choices(i: usize, tools: &[ToolDef]) -> Vec<(&'static str, ToolChoice)> {
             ),
         ),
     ]
+}
+
+/// A request for `prompt` under `tools` and `choice`, sampled at
+/// `temperature` with `seed` (0: greedy).
+pub(crate) fn tool_request(
+    prompt: &[u32],
+    (temperature, seed): (f32, u64),
+    (tools, choice): (&Arc<CompiledTools>, ToolChoice),
+    max_tokens: usize,
+) -> GenerateRequest {
+    GenerateRequest {
+        sampling: SamplingParams {
+            temperature,
+            seed,
+            ..SamplingParams::default()
+        },
+        constraint: Some(Constraint::Tools(ToolConstraint {
+            tools: tools.clone(),
+            choice,
+        })),
+        ..GenerateRequest::greedy(prompt.to_vec(), max_tokens)
+    }
 }
 
 struct Case {
@@ -333,18 +355,7 @@ fn every_mode_and_temperature_gives_valid_calls() {
                     CallMode::Auto => 40,
                     CallMode::Required => [16, 24, 40, 64, 128, 256][(i + pending.len()) % 6],
                 };
-                let request = GenerateRequest {
-                    sampling: SamplingParams {
-                        temperature,
-                        seed: i as u64,
-                        ..SamplingParams::default()
-                    },
-                    constraint: Some(Constraint::Tools(ToolConstraint {
-                        tools: compiled.clone(),
-                        choice: choice.clone(),
-                    })),
-                    ..GenerateRequest::greedy(prompt.clone(), max_tokens)
-                };
+                let request = tool_request(prompt, (temperature, i as u64), (&compiled, choice.clone()), max_tokens);
                 match engine.submit(request) {
                     Ok(stream) => pending.push((label, choice, i, temperature, stream)),
                     // A budget below the shortest complete call is refused at the edge.

@@ -144,3 +144,18 @@ pub fn max_abs_diff(a: &[f32], b: &[f32]) -> f32 {
 pub fn argmax(values: &[f32]) -> usize {
     tessera_sample::argmax(values).unwrap() as usize
 }
+
+/// Wait until the engine is idle; then no block may be referenced.
+pub fn assert_baseline(engine: &tessera_engine::EngineHandle) -> tessera_engine::EngineMetrics {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    loop {
+        let m = engine.metrics().wait().unwrap();
+        if m.requests_running == 0 && m.requests_waiting == 0 {
+            assert_eq!(m.kv_blocks_used, 0, "blocks still referenced: {m:?}");
+            assert_eq!(m.kv_blocks_free + m.kv_blocks_cached, m.kv_blocks_total);
+            return m;
+        }
+        assert!(std::time::Instant::now() < deadline, "engine never went idle: {m:?}");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}

@@ -26,7 +26,7 @@ pub mod openai;
 pub mod responses;
 
 pub use crate::core::answer::{
-    start, Answer, Call, Collected, Ending, FinishReason, Frame, Frames, Header, Render, Step,
+    start, Answer, Call, Collected, Ending, FinishReason, Frame, Frames, Header, Render, SpeculationUsage, Step,
 };
 pub use crate::core::context::{Api, ApiConfig, DEFAULT_MAX_TOKENS, DEFAULT_STORED_RESPONSES};
 pub use crate::core::endpoint::Endpoint;

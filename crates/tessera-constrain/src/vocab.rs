@@ -133,6 +133,15 @@ impl Vocabulary {
         self.trie.token_id(bytes).is_some()
     }
 
+    /// Whether some token's bytes start with `bytes` and go on past them (a
+    /// tokenization of `bytes` followed by more may merge across their end).
+    pub(crate) fn is_strict_prefix(&self, bytes: &[u8]) -> bool {
+        let root = self.trie.root();
+        self.trie
+            .child_at_bytes(root, bytes)
+            .is_some_and(|node| self.trie.node_children(node).next().is_some())
+    }
+
     /// Tokens whose bytes are a prefix of `bytes`.
     pub(crate) fn tokens_along(&self, bytes: &[u8]) -> Vec<u32> {
         let mut tokens = Vec::new();

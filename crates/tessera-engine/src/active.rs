@@ -1,6 +1,7 @@
 //! One request's live state inside the engine: its tokens, the K/V it has in
 //! the pool, its sampler and its event channel.
 
+use crate::draft::Drafter;
 use crate::{Event, GenerateRequest};
 use std::time::Instant;
 use tessera_constrain::ToolCallMatcher;
@@ -43,6 +44,8 @@ pub(crate) struct Active {
     pub matcher: Option<ToolCallMatcher>,
     /// The client's session, whose prefix is pinned when this request finishes.
     pub session: Option<std::sync::Arc<str>>,
+    /// What to verify after the pending token next step, and the request's drafting counts.
+    pub draft: Drafter,
 }
 
 /// When things happened to a request.
@@ -86,6 +89,7 @@ impl Active {
             },
             cached_tokens: None,
             matcher,
+            draft: Drafter::default(),
         }
     }
 

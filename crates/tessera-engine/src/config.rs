@@ -1,7 +1,7 @@
 //! Engine configuration: pool size, the per-step token budget, queue limits
 //! and where the prefix cache persists.
 
-use crate::EngineError;
+use crate::{EngineError, SpeculationConfig};
 use std::path::PathBuf;
 use tessera_kv::DEFAULT_BLOCK_SIZE;
 use tessera_model::KvDtype;
@@ -28,6 +28,9 @@ pub struct EngineConfig {
     /// Identity of the model's weights (see `tessera_model::model_fingerprint`):
     /// keys the persisted cache. Required with `kv_cache_dir`.
     pub model_fingerprint: Option<String>,
+    /// Drafts verified beside each decoding sequence's token (grammar
+    /// fast-forward and prompt lookup); [`SpeculationConfig::off`] decodes plainly.
+    pub speculation: SpeculationConfig,
     /// Where the prefix index's changes go (a KV-event publisher): a
     /// `Cleared` first, then, after every step, what it stored and removed.
     pub kv_events: Option<KvEventSink>,
@@ -54,6 +57,7 @@ impl EngineConfig {
             max_waiting: 256,
             kv_cache_dir: None,
             model_fingerprint: None,
+            speculation: SpeculationConfig::default(),
             kv_events: None,
         }
     }

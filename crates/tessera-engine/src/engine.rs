@@ -4,6 +4,7 @@
 //! on the command channel only when there is nothing to run.
 
 use crate::active::Active;
+use crate::emit::{emit_next, propose_draft, verify, StepContext};
 use crate::handle::Shared;
 use crate::scheduler::{Chunk, Resources, Scheduler};
 use crate::sessions::SessionPins;
@@ -13,7 +14,7 @@ use crate::{
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Instant;
-use tessera_constrain::{CallSyntax, Vocabulary};
+use tessera_constrain::CallSyntax;
 use tessera_kv::BlockPool;
 use tessera_model::{KvCache, Logits, LogitsFor, Model, Tokenizer};
 use tokio::sync::{mpsc, oneshot};
@@ -160,7 +161,11 @@ impl Engine {
         };
         let admitted = self.scheduler.admit(&mut resources);
         self.dequeued(admitted);
-        let plan = self.scheduler.plan(&mut self.pool, &mut self.pins, &mut self.metrics);
+        let mut plan = self.scheduler.plan(&mut self.pool, &mut self.pins, &mut self.metrics);
+        if self.config.speculation.enabled() {
+            let (rows, context) = (self.config.speculation.step_rows, self.model.config().max_context);
+            self.scheduler.add_drafts(&mut plan, &mut self.pool, rows, context);
+        }
         for seq in plan.exhausted {
             self.finish(seq, FinishReason::Length);
         }
@@ -188,31 +193,40 @@ impl Engine {
         }
     }
 
-    /// Run the planned chunks as one ragged batch.
+    /// Run the planned chunks as one ragged batch (a chunk with a draft asks
+    /// for logits at every row, to verify it).
     fn forward(&mut self, chunks: &[Chunk]) -> tessera_model::Result<Logits> {
         let running = &self.scheduler.running;
-        let inputs: Vec<_> = chunks
+        let planned: Vec<(&Active, Vec<u32>, LogitsFor)> = chunks
             .iter()
-            .filter_map(|chunk| {
-                running
-                    .iter()
-                    .find(|seq| seq.id == chunk.seq)
-                    .map(|seq| (seq, chunk.len))
-            })
-            .map(|(seq, len)| {
+            .filter_map(|chunk| running.iter().find(|seq| seq.id == chunk.seq).map(|seq| (seq, chunk)))
+            .map(|(seq, chunk)| {
                 let start = seq.kv.len();
-                let wants_logits = start + len == seq.tokens.len();
-                let logits = if wants_logits { LogitsFor::Last } else { LogitsFor::None };
-                seq.kv.input(&seq.tokens[start..start + len], logits)
+                let mut tokens = seq.tokens[start..start + chunk.len].to_vec();
+                tokens.extend_from_slice(&seq.draft.tokens[..chunk.draft]);
+                let logits = if chunk.draft > 0 {
+                    LogitsFor::All
+                } else if start + chunk.len == seq.tokens.len() {
+                    LogitsFor::Last
+                } else {
+                    LogitsFor::None
+                };
+                (seq, tokens, logits)
             })
+            .collect();
+        let inputs: Vec<_> = planned
+            .iter()
+            .map(|(seq, tokens, logits)| seq.kv.input(tokens, *logits))
             .collect();
         self.metrics.steps += 1;
         self.model.forward(&inputs, &mut self.kv)
     }
 
-    /// Record what ran, sample where logits came back, stream and finish.
+    /// Record what ran, sample where logits came back (verifying drafts),
+    /// stream, draft the next step and finish.
     fn absorb(&mut self, chunks: &[Chunk], mut logits: Logits) {
         let mut done = Vec::new();
+        let speculation = self.config.speculation;
         for (batch_index, chunk) in chunks.iter().enumerate() {
             let Some(seq) = self.scheduler.running.iter_mut().find(|seq| seq.id == chunk.seq) else {
                 continue;
@@ -220,25 +234,39 @@ impl Engine {
             let start = seq.kv.len();
             let prompt_part = (start + chunk.len).min(seq.prompt_len).saturating_sub(start);
             self.metrics.prefill_tokens += prompt_part as u64;
-            seq.kv.advance(&mut self.pool, &seq.tokens[start..start + chunk.len]);
-            if seq.pending() > 0 {
-                continue;
-            }
-            let Some(row) = logits.rows_of_seq(batch_index).next() else {
-                continue;
-            };
-            let limit = self.model.config().max_context;
-            let context = StepContext {
+            let mut context = StepContext {
                 tokenizer: &self.tokenizer,
                 vocab: &self.shared.vocab,
                 metrics: &mut self.metrics,
-                max_context: limit,
+                max_context: self.model.config().max_context,
             };
-            let outcome = emit_next(seq, logits.row_mut(row), context);
+            let outcome = if chunk.draft > 0 {
+                let rows: Vec<usize> = logits.rows_of_seq(batch_index).collect();
+                verify(
+                    seq,
+                    &mut self.pool,
+                    &rows,
+                    &mut logits,
+                    (chunk.draft, speculation.max_draft),
+                    &mut context,
+                )
+            } else {
+                seq.kv.advance(&mut self.pool, &seq.tokens[start..start + chunk.len]);
+                if seq.pending() > 0 {
+                    continue;
+                }
+                let Some(row) = logits.rows_of_seq(batch_index).next() else {
+                    continue;
+                };
+                emit_next(seq, logits.row_mut(row), &mut context)
+            };
             match outcome {
                 Ok(Some(reason)) => done.push((seq.id, Ok(reason))),
-                Ok(None) if seq.tokens.len() >= limit => done.push((seq.id, Ok(FinishReason::Length))),
-                Ok(None) => {}
+                Ok(None) => {
+                    if speculation.enabled() {
+                        propose_draft(seq, &speculation, &mut context);
+                    }
+                }
                 Err(error) => done.push((seq.id, Err(error))),
             }
         }
@@ -280,6 +308,7 @@ impl Engine {
                 prompt_tokens: seq.prompt_len,
                 completion_tokens: seq.generated(),
                 cached_tokens: seq.cached_tokens.unwrap_or(0),
+                speculation: seq.draft.counts,
             },
             timings: Timings {
                 queued: since(seq.times.admitted),
@@ -341,77 +370,4 @@ impl Engine {
             self.fail(seq, error.clone());
         }
     }
-}
-
-/// What sampling a token needs besides the sequence.
-struct StepContext<'a> {
-    tokenizer: &'a Tokenizer,
-    vocab: &'a std::sync::OnceLock<Vocabulary>,
-    metrics: &'a mut EngineMetrics,
-    /// The model's context: a sequence stops there whatever its `max_tokens`.
-    max_context: usize,
-}
-
-/// Draw the next token, through the tool-call mask when the request has one.
-fn draw(seq: &mut Active, logits: &mut [f32], context: &mut StepContext<'_>) -> Result<u32, EngineError> {
-    // Tokens this one included before the response is cut: a call under way
-    // closes within them (budget-aware closing).
-    let remaining = seq
-        .stop
-        .max_tokens
-        .saturating_sub(seq.generated())
-        .min(context.max_context.saturating_sub(seq.tokens.len()));
-    let Some(matcher) = seq.matcher.as_mut() else {
-        return Ok(seq.sampler.sample(logits, &seq.tokens)?);
-    };
-    let tokenizer = context.tokenizer;
-    let vocab = context
-        .vocab
-        .get_or_init(|| Vocabulary::new(&tokenizer.token_bytes(), tokenizer.stop_ids()));
-    let started = std::time::Instant::now();
-    let mask = matcher.compute_mask_within(vocab, remaining.max(1));
-    context.metrics.mask_time.observe(started.elapsed());
-    let token = seq
-        .sampler
-        .sample_allowed(logits, &seq.tokens, |t| mask.is_allowed(t))?;
-    matcher.accept_token(vocab, token).map_err(EngineError::sampling)?;
-    Ok(token)
-}
-
-/// Sample the next token from `logits`, append it and stream its text. Returns
-/// the finish reason when this token ends the request.
-fn emit_next(
-    seq: &mut Active,
-    logits: &mut [f32],
-    mut context: StepContext<'_>,
-) -> Result<Option<FinishReason>, EngineError> {
-    let token = draw(seq, logits, &mut context)?;
-    let StepContext { tokenizer, metrics, .. } = context;
-    seq.tokens.push(token);
-    let now = Instant::now();
-    match seq.times.last_token {
-        None => metrics.time_to_first_token.observe(now - seq.times.submitted),
-        Some(previous) => metrics.inter_token.observe(now - previous),
-    }
-    seq.times.first_token.get_or_insert(now);
-    seq.times.last_token = Some(now);
-    metrics.generated_tokens += 1;
-    if seq.is_stop_token(token, tokenizer) {
-        return Ok(Some(FinishReason::Stop));
-    }
-    let text = seq
-        .text
-        .push(tokenizer, token)
-        .map_err(|error| EngineError::model(format!("decoding token {token}"), error))?
-        .unwrap_or_default();
-    let stopped = seq.hits_stop_string(&text);
-    // A closed receiver is noticed (and the sequence cancelled) at the next sweep.
-    let _ = seq.events.send(Event::Token { id: token, text });
-    if stopped {
-        return Ok(Some(FinishReason::Stop));
-    }
-    if seq.generated() >= seq.stop.max_tokens {
-        return Ok(Some(FinishReason::Length));
-    }
-    Ok(None)
 }

@@ -22,6 +22,8 @@
 
 mod active;
 mod config;
+mod draft;
+mod emit;
 mod engine;
 mod error;
 mod handle;
@@ -33,6 +35,7 @@ mod scheduler;
 mod sessions;
 
 pub use config::{EngineConfig, KvEventSink};
+pub use draft::{DraftCounts, SpeculationConfig};
 pub use error::{EngineError, Field, SourceError};
 pub use handle::{EngineHandle, EventStream, Output, Pending};
 pub use metrics::{EngineMetrics, Histogram, LATENCY_BUCKETS_S, MASK_BUCKETS_S};

@@ -129,6 +129,12 @@ pub struct EngineMetrics {
     pub generated_tokens: u64,
     /// Forward passes run.
     pub steps: u64,
+    /// Drafted tokens run through the model for verification.
+    pub draft_tokens: u64,
+    /// Of those, tokens sampling kept.
+    pub draft_accepted: u64,
+    /// Of the kept ones, tokens the tool-call constraint forced (fast-forward).
+    pub forced_tokens: u64,
     /// Submission to first token.
     pub time_to_first_token: Histogram,
     /// Gap between consecutive tokens of one request.
@@ -162,6 +168,9 @@ impl Default for EngineMetrics {
             prefill_tokens: 0,
             generated_tokens: 0,
             steps: 0,
+            draft_tokens: 0,
+            draft_accepted: 0,
+            forced_tokens: 0,
             time_to_first_token: Histogram::default(),
             inter_token: Histogram::default(),
             mask_time: Histogram::new(MASK_BUCKETS_S),

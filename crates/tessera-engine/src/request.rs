@@ -88,6 +88,8 @@ pub struct Usage {
     pub completion_tokens: usize,
     /// Prompt tokens whose K/V came from the prefix cache at admission.
     pub cached_tokens: usize,
+    /// Tokens drafted, kept and forced by the constraint (speculative decoding).
+    pub speculation: crate::DraftCounts,
 }
 
 /// Where the request's time went, measured by the engine.

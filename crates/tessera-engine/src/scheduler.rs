@@ -16,11 +16,13 @@ use tessera_model::{KvCache, Model, Runtime, Sequence};
 /// Waiting requests examined (and deferred) per step at most, bounding admission cost.
 const MAX_DEFERRED_PER_STEP: usize = 64;
 
-/// Tokens of one sequence to run in this step's forward.
+/// Tokens of one sequence to run in this step's forward: `len` of its own
+/// pending tokens, then the first `draft` tokens of its draft.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Chunk {
     pub seq: SeqId,
     pub len: usize,
+    pub draft: usize,
 }
 
 /// The engine's queues. `running` is in admission order, oldest first.
@@ -52,7 +54,7 @@ pub(crate) struct Plan {
 impl Plan {
     /// Tokens planned so far.
     pub fn tokens(&self) -> usize {
-        self.chunks.iter().map(|c| c.len).sum()
+        self.chunks.iter().map(|c| c.len + c.draft).sum()
     }
 }
 
@@ -180,6 +182,7 @@ impl Scheduler {
                         plan.chunks.push(Chunk {
                             seq: self.running[i].id,
                             len,
+                            draft: 0,
                         });
                         i += 1;
                     }
@@ -189,6 +192,43 @@ impl Scheduler {
             }
         }
         plan
+    }
+
+    /// Let decoding sequences verify their drafts in this step, within what the
+    /// plan leaves of `step_rows` rows and of the token budget (shared evenly,
+    /// oldest first), of the request's token limits (`max_context` included)
+    /// and of the blocks free now: a draft never preempts, unpins or shortens
+    /// anything.
+    pub fn add_drafts(&mut self, plan: &mut Plan, pool: &mut BlockPool, step_rows: usize, max_context: usize) {
+        let rows_left = step_rows.min(self.max_batch_tokens).saturating_sub(plan.tokens());
+        let drafting: Vec<usize> = (0..plan.chunks.len())
+            .filter(|&c| {
+                let chunk = &plan.chunks[c];
+                self.running
+                    .iter()
+                    .find(|seq| seq.id == chunk.seq)
+                    .is_some_and(|seq| seq.is_decoding() && seq.pending() == 1 && !seq.draft.tokens.is_empty())
+            })
+            .collect();
+        let mut rows_left = rows_left;
+        for (n, &c) in drafting.iter().enumerate() {
+            let share = rows_left.div_ceil(drafting.len() - n);
+            let Some(seq) = self.running.iter_mut().find(|seq| seq.id == plan.chunks[c].seq) else {
+                continue;
+            };
+            // Row i samples token i + 1 of this step: at most `left` tokens, and
+            // positions stay below the model's context.
+            let left = seq
+                .stop
+                .max_tokens
+                .saturating_sub(seq.generated())
+                .min(max_context.saturating_sub(seq.tokens.len()) + 1);
+            let draft = seq.draft.tokens.len().min(share).min(left.saturating_sub(1));
+            if draft > 0 && seq.kv.reserve(pool, 1 + draft) {
+                plan.chunks[c].draft = draft;
+                rows_left -= draft;
+            }
+        }
     }
 
     /// Reserve blocks for `want` more tokens of `running[i]`: a smaller chunk if
@@ -232,6 +272,7 @@ impl Scheduler {
     fn preempt(&mut self, mut seq: Active, pool: &mut BlockPool, metrics: &mut EngineMetrics) {
         tracing::debug!(seq = seq.id.0, tokens = seq.tokens.len(), "preempting for KV blocks");
         seq.kv.release(pool);
+        seq.draft.clear();
         metrics.preemptions += 1;
         self.waiting.push_front(seq);
     }

@@ -16,6 +16,19 @@ pub fn active_path() -> &'static str {
     }
 }
 
+/// Which CPU kernels run, for a load line: the matrix products' path
+/// (`TESSERA_KERNELS` may force a lesser one) and the attention and vector
+/// builds' path.
+pub fn kernels_in_use() -> String {
+    let products = match tessera_kernels::Path::detect() {
+        tessera_kernels::Path::Avx512Vnni => "AVX-512 VNNI",
+        tessera_kernels::Path::Avx2 => "AVX2",
+        tessera_kernels::Path::Portable => "portable",
+    };
+    let vectors = if use_avx512() { "avx-512" } else { active_path() };
+    format!("matrix products {products}, attention {vectors}")
+}
+
 /// Whether the AVX-512 builds run: the AVX2 ones do, and the kernels' path is
 /// AVX-512 (`TESSERA_KERNELS=avx2` turns both off).
 #[inline]

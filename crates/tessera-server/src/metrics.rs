@@ -6,7 +6,22 @@ use tessera_engine::{EngineMetrics, Histogram};
 /// Prometheus exposition text for `metrics`.
 pub fn prometheus(metrics: &EngineMetrics) -> String {
     let mut out = String::new();
-    let counters: [(&str, &str, u64); 11] = [
+    let counters: [(&str, &str, u64); 14] = [
+        (
+            "tessera_draft_tokens_total",
+            "Drafted tokens verified beside a sequence's token (speculative decoding).",
+            metrics.draft_tokens,
+        ),
+        (
+            "tessera_draft_accepted_tokens_total",
+            "Drafted tokens that sampling kept.",
+            metrics.draft_accepted,
+        ),
+        (
+            "tessera_forced_tokens_total",
+            "Kept drafted tokens the tool-call constraint forced (grammar fast-forward).",
+            metrics.forced_tokens,
+        ),
         (
             "tessera_prefix_cache_queried_tokens_total",
             "Prompt tokens looked up in the prefix cache.",

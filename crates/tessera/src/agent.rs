@@ -30,6 +30,8 @@ pub struct AgentArgs {
     workspace: PathBuf,
     #[command(flatten)]
     model: ModelArgs,
+    #[command(flatten)]
+    speculation: crate::speculation_args::SpeculationArgs,
     /// Most agent turns before the run stops (planner requests are not counted).
     #[arg(long, default_value_t = DEFAULT_MAX_STEPS)]
     max_steps: usize,
@@ -126,6 +128,7 @@ fn start_engine(args: &AgentArgs) -> Result<EngineHandle> {
         kv_cache_dir: args.kv_cache_dir.clone(),
         model_fingerprint,
         kv_dtype: args.model.kv_dtype,
+        speculation: args.speculation.config(),
         ..EngineConfig::for_tokens(args.kv_cache_tokens)
     };
     EngineHandle::start(loaded, config).context("starting the engine")

@@ -21,6 +21,8 @@ use tessera_engine::{EngineConfig, EngineHandle};
 pub struct GenerateArgs {
     #[command(flatten)]
     model: ModelArgs,
+    #[command(flatten)]
+    speculation: crate::speculation_args::SpeculationArgs,
     /// The prompt; read from stdin when absent. Raw, it is your own text:
     /// control-token text such as `<|im_start|>` is that control token.
     #[arg(long, short)]
@@ -92,9 +94,12 @@ struct Timing {
     /// Submission to the first token.
     prefill: Duration,
     generated: usize,
-    /// Forward passes after the prefill (one per generated token but the last).
-    decode_steps: usize,
+    /// Tokens after the first: what the decode time produced (drafts that were
+    /// kept came several per forward pass).
+    decode_tokens: usize,
     decode: Duration,
+    /// Drafted, kept and forced tokens.
+    speculation: tessera_engine::DraftCounts,
 }
 
 pub fn run(args: GenerateArgs) -> Result<()> {
@@ -202,6 +207,7 @@ fn engine_config(args: &GenerateArgs, prompt_bound: usize, context: usize) -> Re
         kv_cache_dir: args.kv_cache_dir.clone(),
         model_fingerprint,
         kv_dtype: args.model.kv_dtype,
+        speculation: args.speculation.config(),
         ..EngineConfig::for_tokens(kv_tokens)
     })
 }
@@ -240,8 +246,9 @@ fn stream(mut answer: Answer, tools: bool) -> Result<Timing> {
                     cached_tokens: ending.usage.cached_tokens,
                     prefill: first - started,
                     generated,
-                    decode_steps: generated.saturating_sub(1),
+                    decode_tokens: generated.saturating_sub(1),
                     decode: last.map(|last| last - first).unwrap_or_default(),
+                    speculation: ending.usage.speculation,
                 });
             }
             Some(Step::Failed(error)) => return Err(refused(error)),
@@ -289,8 +296,11 @@ fn report_json(timing: &Timing) {
         "cached_tokens": timing.cached_tokens,
         "prefill_s": timing.prefill.as_secs_f64(),
         "generated": timing.generated,
-        "decode_steps": timing.decode_steps,
+        "decode_tokens": timing.decode_tokens,
         "decode_s": timing.decode.as_secs_f64(),
+        "drafted": timing.speculation.drafted,
+        "accepted": timing.speculation.accepted,
+        "forced": timing.speculation.forced,
     });
     eprintln!("{stats}");
 }
@@ -302,13 +312,20 @@ fn report(timing: &Timing) {
         0 => String::new(),
         cached => format!(" ({cached} reused from the prefix cache)"),
     };
+    let drafts = match timing.speculation {
+        counts if counts.drafted == 0 => String::new(),
+        counts => format!(
+            " · drafts: {} of {} kept ({} forced by the tool-call constraint)",
+            counts.accepted, counts.drafted, counts.forced
+        ),
+    };
     eprintln!(
-        "prefill: {} tokens{reused} in {:.2}s ({:.1} tok/s) · decode: {} tokens in {:.2}s ({:.1} tok/s)",
+        "prefill: {} tokens{reused} in {:.2}s ({:.1} tok/s) · decode: {} tokens in {:.2}s ({:.1} tok/s){drafts}",
         timing.prompt_tokens,
         timing.prefill.as_secs_f64(),
         rate(computed, timing.prefill),
         timing.generated,
         timing.decode.as_secs_f64(),
-        rate(timing.decode_steps, timing.decode),
+        rate(timing.decode_tokens, timing.decode),
     );
 }

@@ -10,6 +10,7 @@ mod check_device;
 mod generate;
 mod model_files;
 mod serve;
+mod speculation_args;
 mod tool_args;
 
 use clap::{Parser, Subcommand};

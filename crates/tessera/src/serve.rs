@@ -2,6 +2,7 @@
 //! and Responses APIs and Anthropic's Messages API.
 
 use crate::model_files::{fingerprint_for_cache, load_model, model_name, ModelArgs};
+use crate::speculation_args::SpeculationArgs;
 use anyhow::{bail, Context, Result};
 use std::path::PathBuf;
 use std::time::Duration;
@@ -16,6 +17,8 @@ use tessera_server::{
 pub struct ServeArgs {
     #[command(flatten)]
     model: ModelArgs,
+    #[command(flatten)]
+    speculation: SpeculationArgs,
     /// Address to bind (use 0.0.0.0 to accept connections from other machines).
     #[arg(long, default_value = "127.0.0.1")]
     host: String,
@@ -104,6 +107,7 @@ pub fn run(args: ServeArgs) -> Result<()> {
         kv_cache_dir: args.kv_cache_dir.clone(),
         model_fingerprint,
         kv_dtype: args.model.kv_dtype,
+        speculation: args.speculation.config(),
         ..EngineConfig::for_tokens(kv_cache_tokens)
     };
     if let Some(endpoint) = &args.kv_events {
@@ -131,8 +135,9 @@ pub fn run(args: ServeArgs) -> Result<()> {
     runtime.block_on(async move {
         let listener = tokio::net::TcpListener::from_std(listener).context("serving on the bound socket")?;
         eprintln!(
-            "tessera: serving {name} on http://{bound}/v1 (KV pool {} tokens{}{}); Ctrl-C stops",
+            "tessera: serving {name} on http://{bound}/v1 (KV pool {} tokens, drafts: {}{}{}); Ctrl-C stops",
             kv_cache_tokens,
+            args.speculation.describe(),
             if args.api_key.is_some() {
                 ", API key required"
             } else {

@@ -62,6 +62,7 @@ fn empty_message(header: &Header) -> MessageResponse {
             output_tokens: 0,
             cache_creation_input_tokens: 0,
             cache_read_input_tokens: 0,
+            speculation: None,
         },
     }
 }

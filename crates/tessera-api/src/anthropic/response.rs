@@ -58,6 +58,9 @@ pub struct Usage {
     pub cache_creation_input_tokens: usize,
     /// Prompt tokens served from the prefix cache.
     pub cache_read_input_tokens: usize,
+    /// Tessera's extension: speculative decoding's counts (absent when nothing was drafted).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub speculation: Option<crate::SpeculationUsage>,
 }
 
 impl From<tessera_engine::Usage> for Usage {
@@ -67,6 +70,7 @@ impl From<tessera_engine::Usage> for Usage {
             output_tokens: usage.completion_tokens,
             cache_creation_input_tokens: 0,
             cache_read_input_tokens: usage.cached_tokens,
+            speculation: crate::SpeculationUsage::of(&usage),
         }
     }
 }

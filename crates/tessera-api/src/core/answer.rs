@@ -30,6 +30,31 @@ pub enum FinishReason {
     ToolCalls,
 }
 
+/// `usage.speculation`, an extension every protocol's usage carries when the
+/// engine drafted tokens for the answer: tokens drafted and verified, those
+/// kept, and of those the ones the tool-call constraint forced.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct SpeculationUsage {
+    /// Drafted tokens run through the model.
+    pub drafted: usize,
+    /// Of those, tokens sampling kept.
+    pub accepted: usize,
+    /// Of the kept ones, tokens the constraint forced (fast-forward).
+    pub forced: usize,
+}
+
+impl SpeculationUsage {
+    /// The extension for `usage`: `None` when nothing was drafted.
+    pub fn of(usage: &Usage) -> Option<Self> {
+        let counts = usage.speculation;
+        (counts.drafted > 0).then_some(Self {
+            drafted: counts.drafted,
+            accepted: counts.accepted,
+            forced: counts.forced,
+        })
+    }
+}
+
 /// How an answer ended.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Ending {
@@ -317,6 +342,11 @@ const NO_ENDING: Ending = Ending {
         prompt_tokens: 0,
         completion_tokens: 0,
         cached_tokens: 0,
+        speculation: tessera_engine::DraftCounts {
+            drafted: 0,
+            accepted: 0,
+            forced: 0,
+        },
     },
     timings: Timings {
         queued: std::time::Duration::ZERO,

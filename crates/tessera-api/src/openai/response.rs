@@ -49,6 +49,9 @@ pub struct Usage {
     /// other servers: none).
     #[serde(default, deserialize_with = "null_as_default")]
     pub prompt_tokens_details: PromptTokensDetails,
+    /// Tessera's extension: speculative decoding's counts (absent when nothing was drafted).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub speculation: Option<crate::SpeculationUsage>,
 }
 
 /// A field another server may send as `null`: read as its default.
@@ -77,6 +80,7 @@ impl From<tessera_engine::Usage> for Usage {
             prompt_tokens_details: PromptTokensDetails {
                 cached_tokens: usage.cached_tokens,
             },
+            speculation: crate::SpeculationUsage::of(&usage),
         }
     }
 }

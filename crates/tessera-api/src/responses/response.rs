@@ -100,6 +100,9 @@ pub struct Usage {
     pub output_tokens_details: OutputTokensDetails,
     /// Their sum.
     pub total_tokens: usize,
+    /// Tessera's extension: speculative decoding's counts (absent when nothing was drafted).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub speculation: Option<crate::SpeculationUsage>,
 }
 
 /// `usage.input_tokens_details`.
@@ -126,6 +129,7 @@ impl From<tessera_engine::Usage> for Usage {
             output_tokens: usage.completion_tokens,
             output_tokens_details: OutputTokensDetails::default(),
             total_tokens: usage.prompt_tokens + usage.completion_tokens,
+            speculation: crate::SpeculationUsage::of(&usage),
         }
     }
 }

@@ -1,0 +1,366 @@
+//! Drafts for speculative decoding, taken from the sequence itself: the bytes
+//! the tool-call constraint forces next (grammar fast-forward) and the tokens
+//! that followed the latest earlier occurrence of the sequence's last few
+//! tokens (prompt lookup: an agent writing a file it just read, a path or an
+//! identifier from an earlier turn).
+//!
+//! A draft is only a guess: the engine runs it in the same forward as the
+//! sequence's last token, with logits for every row, and samples row by row
+//! as plain decoding would, keeping drafted tokens while the sampled token
+//! equals them (see `Engine::verify`). Because a draft is a point mass, "sample
+//! from the row and keep the draft if they agree" is exactly speculative
+//! rejection sampling: the output distribution, and with a seed the output
+//! itself, is what plain decoding gives.
+
+/// Shortest run of tokens whose earlier occurrence proposes a draft.
+const MIN_MATCH: usize = 3;
+/// Longest match measured when choosing between earlier occurrences.
+const MAX_MATCH: usize = 16;
+/// Lookup draft length a sequence starts with.
+const FIRST_LEN: usize = 4;
+/// Most steps a sequence waits after drafts that were all rejected.
+const MAX_COOLDOWN: u32 = 32;
+
+/// How the engine speculates (see the module docs).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SpeculationConfig {
+    /// Draft from the sequence's own context (prompt lookup).
+    pub lookup: bool,
+    /// Draft what the tool-call constraint forces (grammar fast-forward).
+    pub fast_forward: bool,
+    /// Most drafted tokens per sequence and step.
+    pub max_draft: usize,
+    /// Rows a step may hold before no sequence drafts any more: batching and
+    /// speculation compete for the same compute, so drafts fill what a small
+    /// batch leaves of the rows that cost about one weight read.
+    pub step_rows: usize,
+}
+
+impl Default for SpeculationConfig {
+    fn default() -> Self {
+        Self {
+            lookup: true,
+            fast_forward: true,
+            max_draft: 12,
+            step_rows: 16,
+        }
+    }
+}
+
+impl SpeculationConfig {
+    /// No drafts at all: plain decoding, one token per sequence and step.
+    pub fn off() -> Self {
+        Self {
+            lookup: false,
+            fast_forward: false,
+            ..Self::default()
+        }
+    }
+
+    /// Whether any draft source is on.
+    pub fn enabled(&self) -> bool {
+        (self.lookup || self.fast_forward) && self.max_draft > 0
+    }
+}
+
+/// Drafting counts of one request (also summed into the engine's metrics).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct DraftCounts {
+    /// Tokens proposed and run through the model.
+    pub drafted: usize,
+    /// Of those, tokens that sampling kept.
+    pub accepted: usize,
+    /// Of the accepted ones, tokens the constraint forced (fast-forward).
+    pub forced: usize,
+}
+
+/// One sequence's draft for the next step and how long its lookup drafts run.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Drafter {
+    /// Tokens to verify after the sequence's pending token.
+    pub tokens: Vec<u32>,
+    /// How many of `tokens` (from the start) the constraint forced.
+    pub forced: usize,
+    /// Lookup tokens to propose next (adapts to acceptance).
+    lookup_len: usize,
+    /// Steps left without lookup drafts after a rejected one.
+    cooldown: u32,
+    /// Consecutive lookup drafts with nothing accepted.
+    misses: u32,
+    pub counts: DraftCounts,
+}
+
+impl Drafter {
+    /// Set the next draft: `forced` tokens, then up to the adaptive length of
+    /// prompt-lookup tokens continuing `context` + `forced` (`lookup` off: none).
+    pub fn propose(&mut self, context: &[u32], forced: Vec<u32>, lookup: bool, max_draft: usize) {
+        self.forced = forced.len().min(max_draft);
+        self.tokens = forced;
+        self.tokens.truncate(max_draft);
+        if !lookup || self.tokens.len() >= max_draft {
+            return;
+        }
+        if self.cooldown > 0 {
+            self.cooldown -= 1;
+            return;
+        }
+        let want = self.lookup_length().min(max_draft - self.tokens.len());
+        let continued;
+        let history = if self.tokens.is_empty() {
+            context
+        } else {
+            continued = [context, &self.tokens].concat();
+            &continued[..]
+        };
+        let more = lookup_draft(history, want);
+        self.tokens.extend_from_slice(more);
+    }
+
+    fn lookup_length(&self) -> usize {
+        if self.lookup_len == 0 {
+            FIRST_LEN
+        } else {
+            self.lookup_len
+        }
+    }
+
+    /// Record a verification: `ran` of the draft's tokens went through the
+    /// model and the first `accepted` were kept. Adapts the lookup length:
+    /// doubled after a draft kept whole, cut to what was kept (plus one) after
+    /// a partial one, and paused for a growing number of steps after a
+    /// lookup draft of which nothing was kept.
+    pub fn record(&mut self, ran: usize, accepted: usize, max_draft: usize) {
+        let forced_ran = self.forced.min(ran);
+        self.counts.drafted += ran;
+        self.counts.accepted += accepted;
+        self.counts.forced += accepted.min(forced_ran);
+        let lookup_ran = ran - forced_ran;
+        let lookup_kept = accepted.saturating_sub(forced_ran);
+        if lookup_ran == 0 {
+            return;
+        }
+        if lookup_kept == lookup_ran {
+            self.lookup_len = (self.lookup_length() * 2).min(max_draft.max(1));
+            self.misses = 0;
+        } else if lookup_kept == 0 && accepted == forced_ran {
+            self.misses += 1;
+            self.cooldown = (1u32 << self.misses.min(5)).min(MAX_COOLDOWN);
+            self.lookup_len = (self.lookup_length() / 2).max(1);
+        } else {
+            self.lookup_len = (lookup_kept + 1).max(2);
+            self.misses = 0;
+        }
+    }
+
+    /// Forget the draft (the sequence was preempted or its tokens changed).
+    pub fn clear(&mut self) {
+        self.tokens.clear();
+        self.forced = 0;
+    }
+}
+
+/// Speculative verification of a point-mass draft: `sample(i)` draws the
+/// token of row `i` (the row after the pending token and `draft[..i]`) from
+/// the model's distribution there, as plain decoding would, or `None` when
+/// the sequence ends with it. Drafted tokens are kept while the sampled one
+/// equals them; the first that differs is itself the sampled token. With
+/// q the draft's point mass at d, rejection sampling keeps d with
+/// probability min(1, p(d)/q(d)) = p(d) and otherwise draws from p less d,
+/// renormalized: the same as drawing from p. Returns how many drafted tokens
+/// were kept; `sample` ran for that many rows plus one (fewer on an end).
+pub(crate) fn keep_agreeing(draft: &[u32], mut sample: impl FnMut(usize) -> Option<u32>) -> usize {
+    let mut kept = 0;
+    while kept <= draft.len() {
+        match sample(kept) {
+            Some(token) if kept < draft.len() && token == draft[kept] => kept += 1,
+            _ => break,
+        }
+    }
+    kept
+}
+
+/// Up to `want` tokens that followed the best earlier occurrence of the end
+/// of `tokens`: among occurrences of its last [`MIN_MATCH`] tokens, the one
+/// whose match runs longest backwards (up to [`MAX_MATCH`]), the latest on a
+/// tie. Empty when there is none.
+pub(crate) fn lookup_draft(tokens: &[u32], want: usize) -> &[u32] {
+    let len = tokens.len();
+    if want == 0 || len <= MIN_MATCH {
+        return &[];
+    }
+    let suffix = &tokens[len - MIN_MATCH..];
+    let mut best: Option<(usize, usize)> = None; // (match length, continuation start)
+                                                 // Occurrence ending at `end` (exclusive), followed by at least one token.
+    for end in (MIN_MATCH..len).rev() {
+        if tokens[end - MIN_MATCH..end] != *suffix {
+            continue;
+        }
+        let matched = (MIN_MATCH..MAX_MATCH.min(end).min(len - 1))
+            .take_while(|&n| tokens[end - n - 1] == tokens[len - n - 1])
+            .count()
+            + MIN_MATCH;
+        if best.is_none_or(|(longest, _)| matched > longest) {
+            best = Some((matched, end));
+            if matched >= MAX_MATCH {
+                break;
+            }
+        }
+    }
+    match best {
+        Some((_, start)) => &tokens[start..(start + want).min(len)],
+        None => &[],
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lookup_continues_the_latest_longest_match() {
+        // "1 2 3 4 5 ... 9 1 2 3 7 ... 1 2 3": both earlier "1 2 3" match three
+        // tokens; the later one wins the tie.
+        let tokens = [1, 2, 3, 4, 5, 9, 1, 2, 3, 7, 8, 1, 2, 3];
+        assert_eq!(lookup_draft(&tokens, 2), &[7, 8]);
+        // A longer match beats a later one: "0 1 2 3" occurs earlier only.
+        let tokens = [0, 1, 2, 3, 4, 5, 9, 1, 2, 3, 7, 8, 0, 1, 2, 3];
+        assert_eq!(lookup_draft(&tokens, 3), &[4, 5, 9]);
+    }
+
+    #[test]
+    fn lookup_needs_a_match_and_stops_at_the_end() {
+        assert!(lookup_draft(&[1, 2, 3], 4).is_empty(), "too short");
+        assert!(lookup_draft(&[1, 2, 3, 4, 5, 6], 4).is_empty(), "no earlier occurrence");
+        assert!(lookup_draft(&[1, 2, 3, 1, 2, 3], 0).is_empty(), "nothing wanted");
+        // The continuation may run into the suffix itself, never past the end.
+        assert_eq!(lookup_draft(&[7, 7, 7, 7, 7], 8), &[7]);
+        assert_eq!(lookup_draft(&[1, 2, 3, 9, 1, 2, 3], 8), &[9, 1, 2, 3]);
+    }
+
+    #[test]
+    fn lookup_length_adapts_to_acceptance() {
+        let mut drafter = Drafter::default();
+        let context = [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 1, 2, 3];
+        drafter.propose(&context, Vec::new(), true, 12);
+        assert_eq!(drafter.tokens, [4, 5, 6, 7], "starts at four");
+        drafter.record(4, 4, 12);
+        drafter.propose(&context, Vec::new(), true, 12);
+        assert_eq!(drafter.tokens.len(), 8, "doubled after a full accept");
+        drafter.record(8, 2, 12);
+        drafter.propose(&context, Vec::new(), true, 12);
+        assert_eq!(drafter.tokens.len(), 3, "cut to what was kept, plus one");
+        drafter.record(3, 0, 12);
+        drafter.propose(&context, Vec::new(), true, 12);
+        assert!(drafter.tokens.is_empty(), "paused after a miss");
+        drafter.propose(&context, Vec::new(), true, 12);
+        assert!(drafter.tokens.is_empty(), "for two steps after the first miss");
+        drafter.propose(&context, Vec::new(), true, 12);
+        assert!(!drafter.tokens.is_empty(), "then drafts again");
+        assert_eq!(
+            drafter.counts,
+            DraftCounts {
+                drafted: 15,
+                accepted: 6,
+                forced: 0
+            }
+        );
+    }
+
+    /// Two rows of a four-token vocabulary, the second depending on the
+    /// first token: drafting [2, 1] through [`keep_agreeing`] with the real
+    /// sampler emits first tokens with row 0's probabilities and second
+    /// tokens, after a kept 2, with row 1's (a chi-square test with a
+    /// p < 10⁻⁶ threshold: a rule that kept drafts more often fails it).
+    #[test]
+    fn verification_keeps_the_sampling_distribution() {
+        use tessera_sample::{Sampler, SamplingParams};
+        let rows = [[0.0f32, 1.0, 2.0, 0.5], [1.5, 0.0, -1.0, 0.7]];
+        let softmax = |row: &[f32; 4]| {
+            let total: f32 = row.iter().map(|x| x.exp()).sum();
+            row.map(|x| x.exp() / total)
+        };
+        let (p0, p1) = (softmax(&rows[0]), softmax(&rows[1]));
+        let params = SamplingParams {
+            temperature: 1.0,
+            seed: 7,
+            ..SamplingParams::default()
+        };
+        let mut sampler = Sampler::new(params).expect("valid parameters");
+        let draft = [2, 1];
+        let trials = 40_000;
+        let (mut first, mut second, mut seconds) = ([0usize; 4], [0usize; 4], 0);
+        for _ in 0..trials {
+            let mut emitted = Vec::new();
+            keep_agreeing(&draft, |i| {
+                let mut logits = rows[i.min(1)];
+                let token = sampler.sample(&mut logits, &[]).expect("a token");
+                emitted.push(token);
+                Some(token)
+            });
+            first[emitted[0] as usize] += 1;
+            if emitted[0] == 2 {
+                second[emitted[1] as usize] += 1;
+                seconds += 1;
+            }
+        }
+        let chi_square = |counts: &[usize; 4], p: &[f32; 4], n: usize| -> f64 {
+            (0..4)
+                .map(|k| {
+                    let expected = p[k] as f64 * n as f64;
+                    (counts[k] as f64 - expected).powi(2) / expected
+                })
+                .sum()
+        };
+        // Three degrees of freedom: P(χ² > 33.4) < 10⁻⁶.
+        assert!(
+            chi_square(&first, &p0, trials) < 33.4,
+            "first tokens {first:?} vs {p0:?}"
+        );
+        assert!(
+            chi_square(&second, &p1, seconds) < 33.4,
+            "second tokens {second:?} vs {p1:?}"
+        );
+        // The draft's own token is kept about as often as the model would pick it.
+        let kept_rate = first[2] as f64 / trials as f64;
+        assert!((kept_rate - p0[2] as f64).abs() < 0.02, "{kept_rate} vs {}", p0[2]);
+    }
+
+    #[test]
+    fn verification_stops_at_the_first_disagreement_or_end() {
+        let mut calls = Vec::new();
+        let kept = keep_agreeing(&[5, 6, 7], |i| {
+            calls.push(i);
+            Some([5, 9, 7][i])
+        });
+        assert_eq!(
+            (kept, calls),
+            (1, vec![0, 1]),
+            "row 1 disagreed: its token is the correction"
+        );
+        let kept = keep_agreeing(&[5, 6], |i| Some([5, 6, 8][i]));
+        assert_eq!(kept, 2, "all kept, and the row after the draft still samples");
+        let kept = keep_agreeing(&[5, 6], |_| None);
+        assert_eq!(kept, 0, "the sequence ended on row 0");
+    }
+
+    #[test]
+    fn forced_tokens_lead_and_count_apart() {
+        let mut drafter = Drafter::default();
+        let context = [5, 6, 7, 8, 9, 5, 6];
+        // Forced [7] makes the history end "5 6 7", found earlier: lookup adds "8 9 5 6".
+        drafter.propose(&context, vec![7], true, 12);
+        assert_eq!(drafter.tokens, [7, 8, 9, 5, 6]);
+        assert_eq!(drafter.forced, 1);
+        drafter.record(5, 3, 12);
+        assert_eq!(
+            drafter.counts,
+            DraftCounts {
+                drafted: 5,
+                accepted: 3,
+                forced: 1
+            }
+        );
+        drafter.propose(&context, vec![1, 2, 3], false, 2);
+        assert_eq!(drafter.tokens, [1, 2], "capped at max_draft, no lookup");
+    }
+}

@@ -1,0 +1,143 @@
+//! From logits to streamed tokens: drawing a token (through the tool-call
+//! mask when there is one), emitting it, verifying a draft row by row, and
+//! proposing the next draft.
+
+use crate::active::Active;
+use crate::draft::{keep_agreeing, SpeculationConfig};
+use crate::{EngineError, EngineMetrics, Event, FinishReason};
+use std::time::Instant;
+use tessera_constrain::Vocabulary;
+use tessera_kv::BlockPool;
+use tessera_model::{Logits, Tokenizer};
+
+/// What sampling a token needs besides the sequence.
+pub(crate) struct StepContext<'a> {
+    pub tokenizer: &'a Tokenizer,
+    pub vocab: &'a std::sync::OnceLock<Vocabulary>,
+    pub metrics: &'a mut EngineMetrics,
+    /// The model's context: a sequence stops there whatever its `max_tokens`.
+    pub max_context: usize,
+}
+
+impl<'a> StepContext<'a> {
+    /// The constraint's vocabulary, built on first use.
+    fn vocab(&self) -> &'a Vocabulary {
+        let tokenizer = self.tokenizer;
+        self.vocab
+            .get_or_init(|| Vocabulary::new(&tokenizer.token_bytes(), tokenizer.stop_ids()))
+    }
+}
+
+/// Tokens `seq` may still generate, the next one included: a call under way
+/// closes within them (budget-aware closing).
+fn remaining(seq: &Active, max_context: usize) -> usize {
+    seq.stop
+        .max_tokens
+        .saturating_sub(seq.generated())
+        .min(max_context.saturating_sub(seq.tokens.len()))
+}
+
+/// Draw the next token, through the tool-call mask when the request has one.
+fn draw(seq: &mut Active, logits: &mut [f32], context: &mut StepContext<'_>) -> Result<u32, EngineError> {
+    let remaining = remaining(seq, context.max_context);
+    let Some(matcher) = seq.matcher.as_mut() else {
+        return Ok(seq.sampler.sample(logits, &seq.tokens)?);
+    };
+    let vocab = context.vocab();
+    let started = Instant::now();
+    let mask = matcher.compute_mask_within(vocab, remaining.max(1));
+    let elapsed = started.elapsed();
+    let token = seq
+        .sampler
+        .sample_allowed(logits, &seq.tokens, |t| mask.is_allowed(t))?;
+    matcher.accept_token(vocab, token).map_err(EngineError::sampling)?;
+    context.metrics.mask_time.observe(elapsed);
+    Ok(token)
+}
+
+/// Sample the next token from `logits`, append it and stream its text. Returns
+/// the finish reason when this token ends the request.
+pub(crate) fn emit_next(
+    seq: &mut Active,
+    logits: &mut [f32],
+    context: &mut StepContext<'_>,
+) -> Result<Option<FinishReason>, EngineError> {
+    let token = draw(seq, logits, context)?;
+    let (tokenizer, metrics) = (context.tokenizer, &mut *context.metrics);
+    seq.tokens.push(token);
+    let now = Instant::now();
+    match seq.times.last_token {
+        None => metrics.time_to_first_token.observe(now - seq.times.submitted),
+        Some(previous) => metrics.inter_token.observe(now - previous),
+    }
+    seq.times.first_token.get_or_insert(now);
+    seq.times.last_token = Some(now);
+    metrics.generated_tokens += 1;
+    if seq.is_stop_token(token, tokenizer) {
+        return Ok(Some(FinishReason::Stop));
+    }
+    let text = seq
+        .text
+        .push(tokenizer, token)
+        .map_err(|error| EngineError::model(format!("decoding token {token}"), error))?
+        .unwrap_or_default();
+    let stopped = seq.hits_stop_string(&text);
+    // A closed receiver is noticed (and the sequence cancelled) at the next sweep.
+    let _ = seq.events.send(Event::Token { id: token, text });
+    if stopped {
+        return Ok(Some(FinishReason::Stop));
+    }
+    if seq.generated() >= seq.stop.max_tokens || seq.tokens.len() >= context.max_context {
+        return Ok(Some(FinishReason::Length));
+    }
+    Ok(None)
+}
+
+/// Verify `draft` drafted tokens that ran after `seq`'s pending token, whose
+/// logits are `rows` (one per input): sample row by row exactly as plain
+/// decoding would, keeping drafted tokens while the sampled one equals them.
+/// The first disagreement is itself the sampled token (the correction), so
+/// every row that is used emits one token. Only the K/V of kept inputs is
+/// recorded: rejected rows lie past the sequence's length in blocks only it
+/// holds, unindexed, and the next step writes over them.
+pub(crate) fn verify(
+    seq: &mut Active,
+    pool: &mut BlockPool,
+    rows: &[usize],
+    logits: &mut Logits,
+    (draft, max_draft): (usize, usize),
+    context: &mut StepContext<'_>,
+) -> Result<Option<FinishReason>, EngineError> {
+    let start = seq.kv.len();
+    let drafted = seq.draft.tokens[..draft].to_vec();
+    let mut outcome = Ok(None);
+    let kept = keep_agreeing(&drafted, |i| {
+        let Some(&row) = rows.get(i) else {
+            let missing = tessera_model::ModelError::InvalidBatch(format!("no logits for draft row {i}"));
+            outcome = Err(EngineError::model("verifying a draft", missing));
+            return None;
+        };
+        outcome = emit_next(seq, logits.row_mut(row), context);
+        match outcome {
+            Ok(None) => seq.tokens.last().copied(),
+            _ => None,
+        }
+    });
+    seq.kv.advance(pool, &seq.tokens[start..start + 1 + kept]);
+    let forced_before = seq.draft.counts.forced;
+    seq.draft.record(draft, kept, max_draft);
+    context.metrics.draft_tokens += draft as u64;
+    context.metrics.draft_accepted += kept as u64;
+    context.metrics.forced_tokens += (seq.draft.counts.forced - forced_before) as u64;
+    outcome
+}
+
+/// Set the draft `seq` verifies next step: the tokens the constraint forces
+/// (fast-forward), then prompt-lookup tokens.
+pub(crate) fn propose_draft(seq: &mut Active, config: &SpeculationConfig, context: &mut StepContext<'_>) {
+    let forced = match seq.matcher.as_mut() {
+        Some(matcher) if config.fast_forward => matcher.forced_tokens(context.vocab(), config.max_draft),
+        _ => Vec::new(),
+    };
+    seq.draft.propose(&seq.tokens, forced, config.lookup, config.max_draft);
+}

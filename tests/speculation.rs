@@ -1,0 +1,154 @@
+//! Speculative decoding on the real model changes no token: drafts from the
+//! context (prompt lookup) and from the tool-call constraint (grammar
+//! fast-forward) are verified in batched forwards, and every output, greedy
+//! or sampled with a seed, alone or beside others, with or without a
+//! constraint, is token for token what plain decoding gives. Each test also
+//! checks that drafts were made and kept (so it can fail), and that the pool
+//! is back to baseline.
+
+use crate::common::{assert_baseline, chat_prompt, long_prompt, model};
+use crate::tool_calls::{choices, tool_request, tools, PROMPTS};
+use std::sync::Arc;
+use tessera_constrain::{tools_prompt, CallFormat, CompiledTools};
+use tessera_engine::{EngineConfig, EngineHandle, EngineMetrics, GenerateRequest, Output, SpeculationConfig};
+use tessera_model::{ChatMessage, ChatRole, LoadOptions};
+use tessera_sample::SamplingParams;
+
+fn start(speculation: SpeculationConfig) -> EngineHandle {
+    let config = EngineConfig {
+        speculation,
+        max_running: 16,
+        ..EngineConfig::for_tokens(16 * 1024)
+    };
+    EngineHandle::start(crate::common::load(&LoadOptions::default()), config).expect("starting the engine")
+}
+
+fn encode(text: &str) -> Vec<u32> {
+    model().tokenizer.encode(text).unwrap()
+}
+
+/// Run every request at once on an engine with `speculation`; the outputs in
+/// order and the engine's metrics once it is idle (no block referenced).
+fn run_all(speculation: SpeculationConfig, requests: &[GenerateRequest]) -> (Vec<Output>, EngineMetrics) {
+    let engine = start(speculation);
+    let streams: Vec<_> = requests
+        .iter()
+        .map(|request| engine.submit(request.clone()).expect("submitting"))
+        .collect();
+    let outputs = streams.into_iter().map(|s| s.wait().expect("an answer")).collect();
+    (outputs, assert_baseline(&engine))
+}
+
+fn assert_same(plain: &[Output], drafted: &[Output]) {
+    for (i, (a, b)) in plain.iter().zip(drafted).enumerate() {
+        assert_eq!(a.tokens, b.tokens, "request {i}: tokens differ with drafts");
+        assert_eq!(a.text, b.text, "request {i}");
+        assert_eq!(a.completion.reason, b.completion.reason, "request {i}");
+    }
+}
+
+/// Prompts that invite copying from the context, and one that does not.
+fn copying_prompts() -> Vec<Vec<u32>> {
+    let list = "alpha beta gamma delta\nepsilon zeta eta theta\niota kappa lambda mu\nnu xi omicron pi\n";
+    let code = "fn add(a: i32, b: i32) -> i32 {\n    a + b\n}\n\nfn main() {\n    println!(\"{}\", add(2, 3));\n}\n";
+    vec![
+        encode(&chat_prompt(&format!("Copy these lines exactly:\n{list}"))),
+        encode(&chat_prompt(&format!(
+            "Here is a file:\n```rust\n{code}```\nWrite it out again unchanged."
+        ))),
+        encode(&long_prompt()),
+        encode(&chat_prompt("Write a haiku about the sea.")),
+    ]
+}
+
+#[test]
+fn drafts_from_the_context_change_no_token() {
+    let prompts = copying_prompts();
+    let mut requests = Vec::new();
+    for (i, prompt) in prompts.iter().enumerate() {
+        requests.push(GenerateRequest::greedy(prompt.clone(), 48));
+        requests.push(GenerateRequest {
+            sampling: SamplingParams {
+                temperature: 0.8,
+                top_p: 0.95,
+                seed: 11 + i as u64,
+                ..SamplingParams::default()
+            },
+            ..GenerateRequest::greedy(prompt.clone(), 48)
+        });
+    }
+    // A limit that cuts a draft short: the answer still stops at exactly 5 tokens.
+    requests.push(GenerateRequest::greedy(prompts[0].clone(), 5));
+    let (plain, plain_metrics) = run_all(SpeculationConfig::off(), &requests);
+    assert_eq!(plain_metrics.draft_tokens, 0, "off means no drafts");
+    let lookup = SpeculationConfig {
+        fast_forward: false,
+        max_draft: 8,
+        ..SpeculationConfig::default()
+    };
+    let (drafted, metrics) = run_all(lookup, &requests);
+    assert_same(&plain, &drafted);
+    assert!(metrics.draft_tokens > 0 && metrics.draft_accepted > 0, "{metrics:?}");
+    let per_request: usize = drafted.iter().map(|o| o.completion.usage.speculation.accepted).sum();
+    assert_eq!(
+        per_request as u64, metrics.draft_accepted,
+        "usage adds up to the metrics"
+    );
+    assert_eq!(drafted.last().map(|o| o.tokens.len()), Some(5));
+}
+
+#[test]
+fn drafts_alone_and_one_sequence_at_a_time_change_no_token() {
+    // One sequence at a time: every step has room for a full draft.
+    let prompt = copying_prompts().remove(1);
+    let request = GenerateRequest::greedy(prompt, 64);
+    let (plain, plain_metrics) = run_all(SpeculationConfig::off(), std::slice::from_ref(&request));
+    let (drafted, metrics) = run_all(SpeculationConfig::default(), std::slice::from_ref(&request));
+    assert_same(&plain, &drafted);
+    assert!(metrics.draft_accepted > 0, "{metrics:?}");
+    assert_eq!(
+        metrics.steps + metrics.draft_accepted,
+        plain_metrics.steps,
+        "each kept draft token saves one forward pass"
+    );
+}
+
+#[test]
+fn grammar_fast_forward_changes_no_tool_call() {
+    let tools = tools();
+    let compiled = Arc::new(CompiledTools::compile(&tools).unwrap());
+    let system = tools_prompt(&tools, CallFormat::Hermes);
+    let loaded = model();
+    let mut requests = Vec::new();
+    for (i, user) in PROMPTS.iter().enumerate().take(8) {
+        let messages = [
+            ChatMessage::new(ChatRole::System, &system),
+            ChatMessage::new(ChatRole::User, *user),
+        ];
+        let prompt = loaded
+            .tokenizer
+            .encode(&loaded.template.render(&messages, true).unwrap())
+            .unwrap();
+        for temperature in [0.0, 0.8] {
+            for (_, choice) in choices(i, &tools) {
+                let sampling = (temperature, i as u64);
+                requests.push(tool_request(&prompt, sampling, (&compiled, choice), 64));
+            }
+        }
+    }
+    let (plain, _) = run_all(SpeculationConfig::off(), &requests);
+    let fast_forward = SpeculationConfig {
+        lookup: false,
+        ..SpeculationConfig::default()
+    };
+    let (forwarded, metrics) = run_all(fast_forward, &requests);
+    assert_same(&plain, &forwarded);
+    for (i, (a, b)) in plain.iter().zip(&forwarded).enumerate() {
+        assert_eq!(a.completion.tool_output, b.completion.tool_output, "request {i}");
+    }
+    assert!(metrics.forced_tokens > 0, "the constraint forced nothing: {metrics:?}");
+    assert_eq!(
+        metrics.forced_tokens, metrics.draft_accepted,
+        "only forced drafts with lookup off"
+    );
+}
