@@ -152,3 +152,42 @@ fn grammar_fast_forward_changes_no_tool_call() {
         "only forced drafts with lookup off"
     );
 }
+
+#[test]
+fn drafts_inside_a_calls_string_change_no_token() {
+    // The model writes text it was shown into a JSON string: escaped newlines
+    // and quotes, where the escaped prompt supplies the drafts.
+    let tools = tools();
+    let compiled = Arc::new(CompiledTools::compile(&tools).unwrap());
+    let system = tools_prompt(&tools, CallFormat::Hermes);
+    let notes = "# Notes\n- The parser accepts \"trailing\" commas.\n- Calls stream their arguments.\n";
+    let user = format!("Here is notes.md:\n{notes}\nWrite exactly that text to backup.md with file_write.");
+    let loaded = model();
+    let messages = [
+        ChatMessage::new(ChatRole::System, &system),
+        ChatMessage::new(ChatRole::User, &user),
+    ];
+    let prompt = loaded
+        .tokenizer
+        .encode(&loaded.template.render(&messages, true).unwrap())
+        .unwrap();
+    let write = tools
+        .iter()
+        .position(|t| t.name == "file_write")
+        .expect("a file_write tool");
+    let named = choices(write, &tools).remove(3).1;
+    let requests = [
+        tool_request(&prompt, (0.0, 0), (&compiled, named.clone()), 96),
+        tool_request(&prompt, (0.8, 5), (&compiled, named), 96),
+    ];
+    let (plain, _) = run_all(SpeculationConfig::off(), &requests);
+    let (drafted, metrics) = run_all(SpeculationConfig::default(), &requests);
+    assert_same(&plain, &drafted);
+    for (a, b) in plain.iter().zip(&drafted) {
+        assert_eq!(a.completion.tool_output, b.completion.tool_output);
+    }
+    assert!(
+        metrics.draft_accepted > metrics.forced_tokens,
+        "no drafted text was kept: {metrics:?}"
+    );
+}

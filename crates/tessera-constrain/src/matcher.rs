@@ -286,6 +286,12 @@ impl ToolCallMatcher {
         })
     }
 
+    /// Whether the response is inside a string value of a call's arguments
+    /// (or of a JSON response).
+    pub fn in_json_string(&self) -> bool {
+        matches!(self.state.phase, Phase::Args) && self.state.json.in_string()
+    }
+
     /// Whether a complete call has been read and nothing after it yet.
     pub fn after_call(&self) -> bool {
         matches!(self.state.phase, Phase::AfterCall | Phase::Done)

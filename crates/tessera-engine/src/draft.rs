@@ -4,6 +4,11 @@
 //! tokens (prompt lookup: an agent writing a file it just read, a path or an
 //! identifier from an earlier turn).
 //!
+//! Inside a tool call's JSON string the model writes text it read escaped
+//! (`\n`, `\"`), so its tokens stop matching the context's at every line
+//! break; the lookup then also searches the context's text as a JSON string
+//! would hold it, tokenized once per request.
+//!
 //! A draft is only a guess: the engine runs it in the same forward as the
 //! sequence's last token, with logits for every row, and samples row by row
 //! as plain decoding would, keeping drafted tokens while the sampled token
@@ -87,13 +92,18 @@ pub(crate) struct Drafter {
     cooldown: u32,
     /// Consecutive lookup drafts with nothing accepted.
     misses: u32,
+    /// The prompt's text escaped as in a JSON string, tokenized (made on
+    /// first need inside a call's arguments).
+    pub escaped_prompt: Option<Vec<u32>>,
     pub counts: DraftCounts,
 }
 
 impl Drafter {
     /// Set the next draft: `forced` tokens, then up to the adaptive length of
-    /// prompt-lookup tokens continuing `context` + `forced` (`lookup` off: none).
-    pub fn propose(&mut self, context: &[u32], forced: Vec<u32>, lookup: bool, max_draft: usize) {
+    /// prompt-lookup tokens continuing `context` + `forced` (`lookup` off:
+    /// none), found in `context` itself or else, inside a JSON string
+    /// (`in_string`), in the escaped prompt.
+    pub fn propose(&mut self, context: &[u32], forced: Vec<u32>, (lookup, in_string): (bool, bool), max_draft: usize) {
         self.forced = forced.len().min(max_draft);
         self.tokens = forced;
         self.tokens.truncate(max_draft);
@@ -112,7 +122,10 @@ impl Drafter {
             continued = [context, &self.tokens].concat();
             &continued[..]
         };
-        let more = lookup_draft(history, want);
+        let mut more = lookup_draft(history, want);
+        if let (true, true, Some(escaped)) = (more.is_empty(), in_string, &self.escaped_prompt) {
+            more = lookup_in(escaped, history, want);
+        }
         self.tokens.extend_from_slice(more);
     }
 
@@ -184,19 +197,27 @@ pub(crate) fn keep_agreeing(draft: &[u32], mut sample: impl FnMut(usize) -> Opti
 /// whose match runs longest backwards (up to [`MAX_MATCH`]), the latest on a
 /// tie. Empty when there is none.
 pub(crate) fn lookup_draft(tokens: &[u32], want: usize) -> &[u32] {
-    let len = tokens.len();
-    if want == 0 || len <= MIN_MATCH {
+    lookup_in(tokens, tokens, want)
+}
+
+/// [`lookup_draft`] with the occurrences searched in `haystack` (the
+/// sequence's own tokens, or another rendering of its prompt) and the end
+/// to match taken from `history`.
+pub(crate) fn lookup_in<'h>(haystack: &'h [u32], history: &[u32], want: usize) -> &'h [u32] {
+    let (len, size) = (history.len(), haystack.len());
+    if want == 0 || len < MIN_MATCH || size <= MIN_MATCH {
         return &[];
     }
-    let suffix = &tokens[len - MIN_MATCH..];
-    let mut best: Option<(usize, usize)> = None; // (match length, continuation start)
-                                                 // Occurrence ending at `end` (exclusive), followed by at least one token.
-    for end in (MIN_MATCH..len).rev() {
-        if tokens[end - MIN_MATCH..end] != *suffix {
+    let suffix = &history[len - MIN_MATCH..];
+    // The best occurrence so far: (match length, where its continuation starts).
+    let mut best: Option<(usize, usize)> = None;
+    // Occurrences end at `end` (exclusive) and are followed by at least one token.
+    for end in (MIN_MATCH..size).rev() {
+        if haystack[end - MIN_MATCH..end] != *suffix {
             continue;
         }
-        let matched = (MIN_MATCH..MAX_MATCH.min(end).min(len - 1))
-            .take_while(|&n| tokens[end - n - 1] == tokens[len - n - 1])
+        let matched = (MIN_MATCH..MAX_MATCH.min(end).min(len))
+            .take_while(|&n| haystack[end - n - 1] == history[len - n - 1])
             .count()
             + MIN_MATCH;
         if best.is_none_or(|(longest, _)| matched > longest) {
@@ -207,7 +228,7 @@ pub(crate) fn lookup_draft(tokens: &[u32], want: usize) -> &[u32] {
         }
     }
     match best {
-        Some((_, start)) => &tokens[start..(start + want).min(len)],
+        Some((_, start)) => &haystack[start..(start + want).min(size)],
         None => &[],
     }
 }
@@ -228,6 +249,26 @@ mod tests {
     }
 
     #[test]
+    fn inside_a_string_the_escaped_prompt_is_searched_too() {
+        let mut drafter = Drafter {
+            escaped_prompt: Some(vec![40, 41, 42, 43, 44, 45]),
+            ..Drafter::default()
+        };
+        let context = [1, 2, 3, 9, 41, 42, 43];
+        drafter.propose(&context, Vec::new(), (true, false), 12);
+        assert!(
+            drafter.tokens.is_empty(),
+            "outside a string only the sequence is searched"
+        );
+        drafter.propose(&context, Vec::new(), (true, true), 12);
+        assert_eq!(drafter.tokens, [44, 45]);
+        // The sequence's own match comes first.
+        let context = [41, 42, 43, 7, 41, 42, 43];
+        drafter.propose(&context, Vec::new(), (true, true), 12);
+        assert_eq!(drafter.tokens, [7, 41, 42, 43]);
+    }
+
+    #[test]
     fn lookup_needs_a_match_and_stops_at_the_end() {
         assert!(lookup_draft(&[1, 2, 3], 4).is_empty(), "too short");
         assert!(lookup_draft(&[1, 2, 3, 4, 5, 6], 4).is_empty(), "no earlier occurrence");
@@ -241,20 +282,20 @@ mod tests {
     fn lookup_length_adapts_to_acceptance() {
         let mut drafter = Drafter::default();
         let context = [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 1, 2, 3];
-        drafter.propose(&context, Vec::new(), true, 12);
+        drafter.propose(&context, Vec::new(), (true, false), 12);
         assert_eq!(drafter.tokens, [4, 5, 6, 7], "starts at four");
         drafter.record(4, 4, 12);
-        drafter.propose(&context, Vec::new(), true, 12);
+        drafter.propose(&context, Vec::new(), (true, false), 12);
         assert_eq!(drafter.tokens.len(), 8, "doubled after a full accept");
         drafter.record(8, 2, 12);
-        drafter.propose(&context, Vec::new(), true, 12);
+        drafter.propose(&context, Vec::new(), (true, false), 12);
         assert_eq!(drafter.tokens.len(), 3, "cut to what was kept, plus one");
         drafter.record(3, 0, 12);
-        drafter.propose(&context, Vec::new(), true, 12);
+        drafter.propose(&context, Vec::new(), (true, false), 12);
         assert!(drafter.tokens.is_empty(), "paused after a miss");
-        drafter.propose(&context, Vec::new(), true, 12);
+        drafter.propose(&context, Vec::new(), (true, false), 12);
         assert!(drafter.tokens.is_empty(), "for two steps after the first miss");
-        drafter.propose(&context, Vec::new(), true, 12);
+        drafter.propose(&context, Vec::new(), (true, false), 12);
         assert!(!drafter.tokens.is_empty(), "then drafts again");
         assert_eq!(
             drafter.counts,
@@ -348,7 +389,7 @@ mod tests {
         let mut drafter = Drafter::default();
         let context = [5, 6, 7, 8, 9, 5, 6];
         // Forced [7] makes the history end "5 6 7", found earlier: lookup adds "8 9 5 6".
-        drafter.propose(&context, vec![7], true, 12);
+        drafter.propose(&context, vec![7], (true, false), 12);
         assert_eq!(drafter.tokens, [7, 8, 9, 5, 6]);
         assert_eq!(drafter.forced, 1);
         drafter.record(5, 3, 12);
@@ -360,7 +401,7 @@ mod tests {
                 forced: 1
             }
         );
-        drafter.propose(&context, vec![1, 2, 3], false, 2);
+        drafter.propose(&context, vec![1, 2, 3], (false, false), 2);
         assert_eq!(drafter.tokens, [1, 2], "capped at max_draft, no lookup");
     }
 }

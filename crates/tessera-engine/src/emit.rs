@@ -139,5 +139,48 @@ pub(crate) fn propose_draft(seq: &mut Active, config: &SpeculationConfig, contex
         Some(matcher) if config.fast_forward => matcher.forced_tokens(context.vocab(), config.max_draft),
         _ => Vec::new(),
     };
-    seq.draft.propose(&seq.tokens, forced, config.lookup, config.max_draft);
+    let in_string = config.lookup && seq.matcher.as_ref().is_some_and(|m| m.in_json_string());
+    if in_string && seq.draft.escaped_prompt.is_none() {
+        seq.draft.escaped_prompt = Some(escaped_prompt(seq, context.tokenizer));
+    }
+    seq.draft
+        .propose(&seq.tokens, forced, (config.lookup, in_string), config.max_draft);
+}
+
+/// The prompt's text as a JSON string holds it (without the quotes),
+/// tokenized as plain text; empty when it does not decode.
+fn escaped_prompt(seq: &Active, tokenizer: &Tokenizer) -> Vec<u32> {
+    let Ok(text) = tokenizer.decode(&seq.tokens[..seq.prompt_len]) else {
+        return Vec::new();
+    };
+    tokenizer.encode_plain(&json_escaped(&text)).unwrap_or_default()
+}
+
+/// `text` as the inside of a JSON string, escaped as serializers write it
+/// (`\"`, `\\`, `\n`, `\r`, `\t`, `\b`, `\f`, other controls as `\u00XX`).
+fn json_escaped(text: &str) -> String {
+    let mut out = String::with_capacity(text.len() + text.len() / 16);
+    for c in text.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            '\u{8}' => out.push_str("\\b"),
+            '\u{c}' => out.push_str("\\f"),
+            c if (c as u32) < 0x20 => out.push_str(&format!("\\u{:04x}", c as u32)),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn text_is_escaped_as_a_json_string_holds_it() {
+        let text = "line \"one\"\n\tC:\\dir \u{1} é";
+        assert_eq!(super::json_escaped(text), r#"line \"one\"\n\tC:\\dir \u0001 é"#);
+    }
 }

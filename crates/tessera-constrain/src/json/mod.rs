@@ -223,6 +223,11 @@ impl JsonState {
     pub fn is_done(&self) -> bool {
         self.lex == Lex::Done
     }
+
+    /// Whether the state is inside a string value (not a key).
+    pub fn in_string(&self) -> bool {
+        matches!(self.lex, Lex::Str { .. })
+    }
 }
 
 /// Whether the automaton of `node` accepts `text` as one complete value, as
