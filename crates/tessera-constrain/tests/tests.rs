@@ -8,6 +8,8 @@ mod bare_calls;
 mod budget;
 // Nesting depth up to `MAX_DEPTH`, and refusals past it.
 mod depth;
+// Grammar fast-forward: the forced bytes, tokenized, with the tail held back.
+mod forced;
 // Fuzzing: random schemas compile or are refused; any text is read without a panic.
 mod fuzz;
 // Overlapping `oneOf`: a value only where exactly one alternative accepts it.
