@@ -139,6 +139,7 @@ pub(crate) fn propose_draft(seq: &mut Active, config: &SpeculationConfig, contex
         Some(matcher) if config.fast_forward => matcher.forced_tokens(context.vocab(), config.max_draft),
         _ => Vec::new(),
     };
+    tracing::trace!(seq = seq.id.0, after = ?seq.tokens.last(), ?forced, "forced draft");
     let in_string = config.lookup && seq.matcher.as_ref().is_some_and(|m| m.in_json_string());
     if in_string && seq.draft.escaped_prompt.is_none() {
         seq.draft.escaped_prompt = Some(escaped_prompt(seq, context.tokenizer));
