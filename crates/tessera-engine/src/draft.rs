@@ -6,7 +6,7 @@
 //!
 //! Inside a tool call's JSON string the model writes text it read escaped
 //! (`\n`, `\"`), so its tokens stop matching the context's at every line
-//! break; the lookup then also searches the context's text as a JSON string
+//! break; the lookup then also searches the end of the prompt's text as a JSON string
 //! would hold it, tokenized once per request.
 //!
 //! A draft is only a guess: the engine runs it in the same forward as the

@@ -142,20 +142,29 @@ pub(crate) fn propose_draft(seq: &mut Active, config: &SpeculationConfig, contex
     tracing::trace!(seq = seq.id.0, after = ?seq.tokens.last(), ?forced, "forced draft");
     let in_string = config.lookup && seq.matcher.as_ref().is_some_and(|m| m.in_json_string());
     if in_string && seq.draft.escaped_prompt.is_none() {
-        seq.draft.escaped_prompt = Some(escaped_prompt(seq, context.tokenizer));
+        seq.draft.escaped_prompt = Some(escaped_prompt(seq, context.tokenizer, context.vocab()));
     }
     seq.draft
         .propose(&seq.tokens, forced, (config.lookup, in_string), config.max_draft);
 }
 
-/// The prompt's text as a JSON string holds it (without the quotes),
-/// tokenized as plain text; empty when it does not decode.
-fn escaped_prompt(seq: &Active, tokenizer: &Tokenizer) -> Vec<u32> {
+/// The end of the prompt's text (its last [`ESCAPED_PROMPT_BYTES`], where an
+/// agent's latest tool results are) as a JSON string holds it, tokenized
+/// longest match first over the constraint's vocabulary (no tokenizer cache
+/// fills with the escaped text's long words); empty when it does not decode.
+fn escaped_prompt(seq: &Active, tokenizer: &Tokenizer, vocab: &Vocabulary) -> Vec<u32> {
     let Ok(text) = tokenizer.decode(&seq.tokens[..seq.prompt_len]) else {
         return Vec::new();
     };
-    tokenizer.encode_plain(&json_escaped(&text)).unwrap_or_default()
+    let mut from = text.len().saturating_sub(ESCAPED_PROMPT_BYTES);
+    while !text.is_char_boundary(from) {
+        from += 1;
+    }
+    vocab.tokenize_longest(json_escaped(&text[from..]).as_bytes())
 }
+
+/// How much of the prompt's end the escaped lookup searches.
+const ESCAPED_PROMPT_BYTES: usize = 32 * 1024;
 
 /// `text` as the inside of a JSON string, escaped as serializers write it
 /// (`\"`, `\\`, `\n`, `\r`, `\t`, `\b`, `\f`, other controls as `\u00XX`).
