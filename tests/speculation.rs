@@ -191,3 +191,72 @@ fn drafts_inside_a_calls_string_change_no_token() {
         "no drafted text was kept: {metrics:?}"
     );
 }
+
+/// Each token's stream event says where it came from and which step made it:
+/// the forced and copied ones add up to the request's usage (a final stop
+/// token is counted but not streamed), and a step emits
+/// its kept drafts and then one sampled token (none when the request ended
+/// on a kept draft).
+#[test]
+fn token_events_name_their_origin_and_step() {
+    use std::collections::BTreeMap;
+    use tessera_engine::{Event, TokenOrigin};
+    let tools = tools();
+    let compiled = Arc::new(CompiledTools::compile(&tools).unwrap());
+    let system = tools_prompt(&tools, CallFormat::Hermes);
+    let notes = "# Notes\n- The parser accepts \"trailing\" commas.\n- Calls stream their arguments.\n";
+    let user = format!("Here is notes.md:\n{notes}\nWrite exactly that text to backup.md with file_write.");
+    let loaded = model();
+    let messages = [
+        ChatMessage::new(ChatRole::System, &system),
+        ChatMessage::new(ChatRole::User, &user),
+    ];
+    let prompt = encode(&loaded.template.render(&messages, true).unwrap());
+    let write = tools.iter().position(|t| t.name == "file_write").unwrap();
+    let requests = [
+        tool_request(&prompt, (0.0, 0), (&compiled, choices(write, &tools).remove(3).1), 96),
+        GenerateRequest::greedy(copying_prompts().remove(1), 48),
+    ];
+    let engine = start(SpeculationConfig::default());
+    let mut seen = BTreeMap::new();
+    for request in requests {
+        let mut stream = engine.submit(request).unwrap();
+        let mut tokens: Vec<(TokenOrigin, u64)> = Vec::new();
+        let usage = loop {
+            match stream.blocking_next() {
+                Some(Event::Token { origin, step, .. }) => tokens.push((origin, step)),
+                Some(Event::Finished(completion)) => break completion.usage,
+                other => panic!("unexpected event {other:?}"),
+            }
+        };
+        let count = |kind| tokens.iter().filter(|(origin, _)| *origin == kind).count();
+        // A final stop token is counted in usage but not streamed; it may have been a kept draft.
+        let unstreamed = usage.completion_tokens - tokens.len();
+        assert!(unstreamed <= 1, "{unstreamed} tokens were not streamed");
+        let (forced, accepted) = (usage.speculation.forced, usage.speculation.accepted);
+        let streamed_drafts = count(TokenOrigin::Forced) + count(TokenOrigin::Copied);
+        assert!(
+            forced - count(TokenOrigin::Forced) <= unstreamed,
+            "{tokens:?} {usage:?}"
+        );
+        assert!(accepted - streamed_drafts <= unstreamed, "{tokens:?} {usage:?}");
+        let mut steps: Vec<&[(TokenOrigin, u64)]> = tokens.chunk_by(|a, b| a.1 == b.1).collect();
+        let last = steps.pop().unwrap();
+        for step in &steps {
+            let sampled = step.iter().filter(|(o, _)| *o == TokenOrigin::Sampled).count();
+            assert_eq!(sampled, 1, "one sampled token per step: {step:?}");
+            assert_eq!(
+                step.last().unwrap().0,
+                TokenOrigin::Sampled,
+                "after the kept drafts: {step:?}"
+            );
+        }
+        assert!(last.iter().filter(|(o, _)| *o == TokenOrigin::Sampled).count() <= 1);
+        assert!(steps.windows(2).all(|w| w[0][0].1 < w[1][0].1), "steps increase");
+        for (origin, _) in tokens {
+            *seen.entry(origin.name()).or_insert(0) += 1;
+        }
+    }
+    assert_baseline(&engine);
+    assert!(seen.len() == 3, "every origin was seen: {seen:?}");
+}

@@ -4,7 +4,7 @@
 
 use crate::active::Active;
 use crate::draft::{keep_agreeing, SpeculationConfig};
-use crate::{EngineError, EngineMetrics, Event, FinishReason};
+use crate::{EngineError, EngineMetrics, Event, FinishReason, TokenOrigin};
 use std::time::Instant;
 use tessera_constrain::Vocabulary;
 use tessera_kv::BlockPool;
@@ -17,6 +17,8 @@ pub(crate) struct StepContext<'a> {
     pub metrics: &'a mut EngineMetrics,
     /// The model's context: a sequence stops there whatever its `max_tokens`.
     pub max_context: usize,
+    /// The engine step being absorbed (stamped on its tokens).
+    pub step: u64,
 }
 
 impl<'a> StepContext<'a> {
@@ -56,13 +58,20 @@ fn draw(seq: &mut Active, logits: &mut [f32], context: &mut StepContext<'_>) -> 
 }
 
 /// Sample the next token from `logits`, append it and stream its text. Returns
-/// the finish reason when this token ends the request.
+/// the finish reason when this token ends the request. `drafted` is the draft
+/// token this row verifies and where it came from: the token's origin when
+/// the sampled one agrees with it.
 pub(crate) fn emit_next(
     seq: &mut Active,
     logits: &mut [f32],
+    drafted: Option<(u32, TokenOrigin)>,
     context: &mut StepContext<'_>,
 ) -> Result<Option<FinishReason>, EngineError> {
     let token = draw(seq, logits, context)?;
+    let origin = match drafted {
+        Some((draft, origin)) if draft == token => origin,
+        _ => TokenOrigin::Sampled,
+    };
     let (tokenizer, metrics) = (context.tokenizer, &mut *context.metrics);
     seq.tokens.push(token);
     let now = Instant::now();
@@ -83,7 +92,12 @@ pub(crate) fn emit_next(
         .unwrap_or_default();
     let stopped = seq.hits_stop_string(&text);
     // A closed receiver is noticed (and the sequence cancelled) at the next sweep.
-    let _ = seq.events.send(Event::Token { id: token, text });
+    let _ = seq.events.send(Event::Token {
+        id: token,
+        text,
+        origin,
+        step: context.step,
+    });
     if stopped {
         return Ok(Some(FinishReason::Stop));
     }
@@ -110,24 +124,39 @@ pub(crate) fn verify(
 ) -> Result<Option<FinishReason>, EngineError> {
     let start = seq.kv.len();
     let drafted = seq.draft.tokens[..draft].to_vec();
+    let forced = seq.draft.forced;
     let mut outcome = Ok(None);
+    // A drafted token the sampled one agrees with that ends the request is
+    // counted as accepted (it was streamed as forced or copied).
+    let mut ended_on_draft = false;
     let kept = keep_agreeing(&drafted, |i| {
         let Some(&row) = rows.get(i) else {
             let missing = tessera_model::ModelError::InvalidBatch(format!("no logits for draft row {i}"));
             outcome = Err(EngineError::model("verifying a draft", missing));
             return None;
         };
-        outcome = emit_next(seq, logits.row_mut(row), context);
+        let origin = if i < forced {
+            TokenOrigin::Forced
+        } else {
+            TokenOrigin::Copied
+        };
+        let hint = drafted.get(i).map(|&token| (token, origin));
+        outcome = emit_next(seq, logits.row_mut(row), hint, context);
         match outcome {
             Ok(None) => seq.tokens.last().copied(),
-            _ => None,
+            Ok(Some(_)) => {
+                ended_on_draft = hint.is_some_and(|(token, _)| seq.tokens.last() == Some(&token));
+                None
+            }
+            Err(_) => None,
         }
     });
     seq.kv.advance(pool, &seq.tokens[start..start + 1 + kept]);
+    let accepted = kept + usize::from(ended_on_draft);
     let forced_before = seq.draft.counts.forced;
-    seq.draft.record(draft, kept, max_draft);
+    seq.draft.record(draft, accepted, max_draft);
     context.metrics.draft_tokens += draft as u64;
-    context.metrics.draft_accepted += kept as u64;
+    context.metrics.draft_accepted += accepted as u64;
     context.metrics.forced_tokens += (seq.draft.counts.forced - forced_before) as u64;
     outcome
 }

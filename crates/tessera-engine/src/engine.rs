@@ -234,11 +234,13 @@ impl Engine {
             let start = seq.kv.len();
             let prompt_part = (start + chunk.len).min(seq.prompt_len).saturating_sub(start);
             self.metrics.prefill_tokens += prompt_part as u64;
+            let step = self.metrics.steps;
             let mut context = StepContext {
                 tokenizer: &self.tokenizer,
                 vocab: &self.shared.vocab,
                 metrics: &mut self.metrics,
                 max_context: self.model.config().max_context,
+                step,
             };
             let outcome = if chunk.draft > 0 {
                 let rows: Vec<usize> = logits.rows_of_seq(batch_index).collect();
@@ -258,7 +260,7 @@ impl Engine {
                 let Some(row) = logits.rows_of_seq(batch_index).next() else {
                     continue;
                 };
-                emit_next(seq, logits.row_mut(row), &mut context)
+                emit_next(seq, logits.row_mut(row), None, &mut context)
             };
             match outcome {
                 Ok(Some(reason)) => done.push((seq.id, Ok(reason))),

@@ -419,7 +419,7 @@ impl EventStream {
         let mut output = (Vec::new(), String::new());
         while let Some(event) = self.blocking_next() {
             match event {
-                Event::Token { id, text } => {
+                Event::Token { id, text, .. } => {
                     output.0.push(id);
                     output.1.push_str(&text);
                 }

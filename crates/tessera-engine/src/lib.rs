@@ -40,7 +40,7 @@ pub use error::{EngineError, Field, SourceError};
 pub use handle::{EngineHandle, EventStream, Output, Pending};
 pub use metrics::{EngineMetrics, Histogram, LATENCY_BUCKETS_S, MASK_BUCKETS_S};
 pub use request::{
-    Completion, Constraint, Event, FinishReason, GenerateRequest, Timings, ToolConstraint, ToolOutput, Usage,
-    MAX_STOP_BYTES, MAX_STOP_STRINGS,
+    Completion, Constraint, Event, FinishReason, GenerateRequest, Timings, TokenOrigin, ToolConstraint, ToolOutput,
+    Usage, MAX_STOP_BYTES, MAX_STOP_STRINGS,
 };
 pub use tessera_kv::{FullBlock, IndexEvent};

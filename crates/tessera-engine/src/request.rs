@@ -126,6 +126,31 @@ pub struct ToolOutput {
     pub parsed: ParsedResponse,
 }
 
+/// Where a generated token came from. Under speculative decoding a step
+/// runs the pending token and a draft in one forward; the draft's tokens
+/// that the sampled ones agree with come out of that step too.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum TokenOrigin {
+    /// Sampled from the step's last verified row (the only kind without
+    /// drafts): one forward pass per such token.
+    Sampled,
+    /// Forced by the constraint (grammar fast-forward), kept.
+    Forced,
+    /// Drafted from the sequence's own context (prompt lookup), kept.
+    Copied,
+}
+
+impl TokenOrigin {
+    /// `forced`, `copied` or `sampled`.
+    pub fn name(self) -> &'static str {
+        match self {
+            TokenOrigin::Sampled => "sampled",
+            TokenOrigin::Forced => "forced",
+            TokenOrigin::Copied => "copied",
+        }
+    }
+}
+
 /// One item of a request's stream.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Event {
@@ -136,6 +161,13 @@ pub enum Event {
         id: u32,
         /// Newly completed text.
         text: String,
+        /// Whether the token ran as a draft row (forced or copied) or was
+        /// sampled after the step's last kept draft. Every token is sampled
+        /// from its logits either way; the origin says what it cost.
+        origin: TokenOrigin,
+        /// The engine step (forward pass) that produced it: tokens of one
+        /// step share it.
+        step: u64,
     },
     /// The request finished normally (the stream's last event).
     Finished(Completion),
