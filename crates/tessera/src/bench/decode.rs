@@ -1,0 +1,421 @@
+//! `tessera bench decode`: decode speed on the real model, in process, with
+//! speculation (grammar fast-forward and prompt lookup) and without.
+//!
+//! (a) one stream of free text (a chat answer, EOS ignored);
+//! (b) 1, 2, 4, 8, 16 streams at once: the aggregate rate while every stream
+//!     decodes (from the last stream's first token to the first stream's end);
+//! (c) agent turns: a recorded run whose turns write files they read
+//!     (`agent_turns.rs`), under `tool_choice` `auto`, greedy. Each token's
+//!     stream event says whether it was forced, copied or sampled and which
+//!     step made it; a step's time is shared by its tokens, which gives
+//!     tokens per second per span kind.
+//! Greedy outputs with and without speculation are compared token by token.
+//! Prints tables; optionally writes JSON, an SVG plot and the workload's
+//! token ids (`scripts/bench-decode-vs-llamacpp.sh` replays them on
+//! llama-server).
+
+use super::agent_turns::agent_turns;
+use super::decode_report::{plot_batched, print_tables, report_json};
+use crate::model_files::{load_model, ModelArgs};
+use anyhow::{bail, Context, Result};
+use indicatif::{ProgressBar, ProgressStyle};
+use std::path::PathBuf;
+use std::time::Instant;
+use tessera_api::{chat_job, Api, ApiConfig, ChatRequest, Endpoint, Message, Sampling};
+use tessera_engine::{
+    DraftCounts, EngineConfig, EngineHandle, Event, EventStream, GenerateRequest, SpeculationConfig, TokenOrigin,
+};
+
+/// Arguments of `tessera bench decode`.
+#[derive(Debug, clap::Args)]
+pub struct DecodeArgs {
+    #[command(flatten)]
+    model: ModelArgs,
+    /// Smaller run: 32 tokens per stream, streams 1, 4 and 8.
+    #[arg(long)]
+    quick: bool,
+    /// Tokens each free-text stream generates (the single stream twice as many).
+    #[arg(long, default_value_t = 64, value_parser = clap::value_parser!(u64).range(8..=4096))]
+    tokens: u64,
+    /// Stream counts of the batched sweep, comma-separated.
+    #[arg(long, value_delimiter = ',', default_values_t = [1usize, 2, 4, 8, 16])]
+    streams: Vec<usize>,
+    /// Most tokens an agent turn generates.
+    #[arg(long, default_value_t = 384, value_parser = clap::value_parser!(u64).range(16..=4096))]
+    agent_tokens: u64,
+    /// Write the results as JSON to this file.
+    #[arg(long)]
+    json: Option<PathBuf>,
+    /// Write an SVG plot of the batched sweep (aggregate tok/s against streams) to this file.
+    #[arg(long)]
+    plot: Option<PathBuf>,
+    /// Write the workload's requests as token ids, as JSON (for a replay on another engine).
+    #[arg(long)]
+    prompts: Option<PathBuf>,
+}
+
+/// One request's stream: each token's arrival, origin and step, in order.
+#[derive(Debug, Clone)]
+pub(super) struct Timeline {
+    pub ids: Vec<u32>,
+    pub tokens: Vec<(Instant, TokenOrigin, u64)>,
+    pub speculation: DraftCounts,
+}
+
+impl Timeline {
+    /// Decode rate: tokens after the first over the time since the first.
+    pub fn decode_rate(&self) -> f64 {
+        match (self.tokens.first(), self.tokens.last()) {
+            (Some(first), Some(last)) if self.tokens.len() > 1 => {
+                (self.tokens.len() - 1) as f64 / (last.0 - first.0).as_secs_f64().max(1e-9)
+            }
+            _ => 0.0,
+        }
+    }
+
+    /// Seconds and tokens per origin: each step's time (since the previous
+    /// step's last token) is shared equally by the tokens it produced; the
+    /// first step (the prefill's) is left out.
+    pub fn per_origin(&self) -> [(TokenOrigin, usize, f64); 3] {
+        let mut out = [
+            (TokenOrigin::Sampled, 0, 0.0),
+            (TokenOrigin::Forced, 0, 0.0),
+            (TokenOrigin::Copied, 0, 0.0),
+        ];
+        let steps: Vec<&[(Instant, TokenOrigin, u64)]> = self.tokens.chunk_by(|a, b| a.2 == b.2).collect();
+        for pair in steps.windows(2) {
+            let (previous, step) = (pair[0], pair[1]);
+            let (Some(end), Some(start)) = (previous.last(), step.first()) else {
+                continue;
+            };
+            let share = (start.0 - end.0).as_secs_f64() / step.len() as f64;
+            for &(_, origin, _) in step {
+                if let Some(slot) = out.iter_mut().find(|slot| slot.0 == origin) {
+                    slot.1 += 1;
+                    slot.2 += share;
+                }
+            }
+        }
+        out
+    }
+}
+
+/// The batched sweep at one stream count.
+#[derive(Debug, Clone)]
+pub(super) struct BatchRow {
+    pub streams: usize,
+    /// Tokens per second, all streams together, while every stream decodes.
+    pub aggregate: f64,
+    pub timelines: Vec<Timeline>,
+}
+
+/// Everything measured under one speculation setting.
+#[derive(Debug, Clone)]
+pub(super) struct ModeResults {
+    pub name: &'static str,
+    pub single: Timeline,
+    pub batched: Vec<BatchRow>,
+    pub agent: Vec<(&'static str, Timeline)>,
+}
+
+/// What a run measured, both settings.
+pub(super) struct Results {
+    pub tokens: usize,
+    pub modes: Vec<ModeResults>,
+}
+
+pub fn run(args: DecodeArgs) -> Result<()> {
+    let (tokens, streams) = match args.quick {
+        true => (32, vec![1, 4, 8]),
+        false => (args.tokens as usize, args.streams.clone()),
+    };
+    if let Some(&bad) = streams.iter().find(|&&s| s == 0 || s > 64) {
+        bail!("--streams: {bad} is not between 1 and 64");
+    }
+    let settings = [
+        ("speculation", SpeculationConfig::default()),
+        ("plain", SpeculationConfig::off()),
+    ];
+    let steps = settings.len() * (1 + streams.len() + 3);
+    let bar = ProgressBar::new(steps as u64);
+    bar.set_style(
+        ProgressStyle::with_template("{bar:30} {pos}/{len} {msg} [{elapsed}]")
+            .unwrap_or_else(|_| ProgressStyle::default_bar()),
+    );
+    let mut modes = Vec::new();
+    let mut workload = None;
+    for (name, speculation) in settings {
+        let plan = Plan {
+            tokens,
+            streams: &streams,
+            agent_tokens: args.agent_tokens as usize,
+        };
+        let (results, requests) = run_mode(&args.model, name, speculation, &plan, &bar)?;
+        workload.get_or_insert(requests);
+        modes.push(results);
+    }
+    bar.finish_and_clear();
+    let results = Results { tokens, modes };
+    print_tables(&results);
+    if let Some(path) = &args.json {
+        std::fs::write(path, serde_json::to_string_pretty(&report_json(&results))?)
+            .with_context(|| format!("writing {}", path.display()))?;
+    }
+    if let Some(path) = &args.plot {
+        plot_batched(path, &results)?;
+    }
+    if let (Some(path), Some(requests)) = (&args.prompts, workload) {
+        std::fs::write(path, serde_json::to_string(&requests.to_json(&results))?)
+            .with_context(|| format!("writing {}", path.display()))?;
+    }
+    Ok(())
+}
+
+struct Plan<'a> {
+    tokens: usize,
+    streams: &'a [usize],
+    agent_tokens: usize,
+}
+
+/// The requests of a run, kept to write the workload out.
+pub(super) struct Workload {
+    single: GenerateRequest,
+    stories: Vec<GenerateRequest>,
+    agent: Vec<(&'static str, GenerateRequest)>,
+}
+
+impl Workload {
+    fn to_json(&self, results: &Results) -> serde_json::Value {
+        let lengths = results.modes.first().map(|m| &m.agent);
+        serde_json::json!({
+            "single": {"prompt": self.single.prompt, "max_tokens": self.single.max_tokens},
+            "stories": self.stories.iter().map(|r| &r.prompt).collect::<Vec<_>>(),
+            "tokens_per_stream": self.stories.first().map(|r| r.max_tokens),
+            "streams": results.modes.first().map(|m| m.batched.iter().map(|b| b.streams).collect::<Vec<_>>()),
+            "agent": self.agent.iter().enumerate().map(|(i, (name, r))| serde_json::json!({
+                "name": name, "prompt": r.prompt,
+                // llama-server replays as many tokens as Tessera's reply had.
+                "tokens": lengths.and_then(|turns| turns.get(i)).map(|(_, t)| t.ids.len()),
+            })).collect::<Vec<_>>(),
+        })
+    }
+}
+
+fn run_mode(
+    model: &ModelArgs,
+    name: &'static str,
+    speculation: SpeculationConfig,
+    plan: &Plan<'_>,
+    bar: &ProgressBar,
+) -> Result<(ModeResults, Workload)> {
+    let most = plan.streams.iter().copied().max().unwrap_or(1);
+    let config = EngineConfig {
+        speculation,
+        max_running: most.max(4),
+        kv_dtype: model.kv_dtype,
+        ..EngineConfig::for_tokens(16 * 1024 + most * (plan.tokens + 256))
+    };
+    let engine = EngineHandle::start(load_model(model)?, config)?;
+    let api = Api::new(engine.clone(), ApiConfig::default());
+    let stories = story_requests(&api, most, plan.tokens)?;
+    let single = GenerateRequest {
+        max_tokens: 2 * plan.tokens,
+        ..stories[0].clone()
+    };
+    bar.set_message(format!("{name}: one stream"));
+    let single_run = run_together(&engine, vec![single.clone()])?.remove(0);
+    bar.inc(1);
+    let mut batched = Vec::new();
+    for &streams in plan.streams {
+        bar.set_message(format!("{name}: {streams} streams"));
+        let timelines = run_together(&engine, stories[..streams].to_vec())?;
+        batched.push(BatchRow {
+            streams,
+            aggregate: aggregate_rate(&timelines),
+            timelines,
+        });
+        bar.inc(1);
+    }
+    let turns = agent_turns(&api, plan.agent_tokens)?;
+    let mut agent = Vec::new();
+    for turn in &turns {
+        bar.set_message(format!("{name}: agent turn {}", turn.name));
+        agent.push((turn.name, run_together(&engine, vec![turn.request.clone()])?.remove(0)));
+        bar.inc(1);
+    }
+    engine.shutdown().wait()?;
+    let results = ModeResults {
+        name,
+        single: single_run,
+        batched,
+        agent,
+    };
+    let workload = Workload {
+        single,
+        stories,
+        agent: turns.into_iter().map(|t| (t.name, t.request)).collect(),
+    };
+    Ok((results, workload))
+}
+
+const TOPICS: &[&str] = &[
+    "a lighthouse keeper",
+    "a robot gardener",
+    "a lost map",
+    "a city under snow",
+    "a river that sings",
+    "an old compiler",
+    "a night train",
+    "a clockmaker's apprentice",
+    "a desert observatory",
+    "a library of maps",
+    "a ship in a bottle",
+    "a mountain village",
+    "a forgotten password",
+    "a cat who reads",
+    "a bridge of glass",
+    "a rainy market",
+];
+
+/// `count` chat requests for a short story each (distinct topics, then
+/// numbered), greedy, `tokens` tokens with EOS ignored.
+fn story_requests(api: &Api, count: usize, tokens: usize) -> Result<Vec<GenerateRequest>> {
+    (0..count)
+        .map(|i| {
+            let topic = TOPICS[i % TOPICS.len()];
+            let user = format!("Write a short story about {topic} (number {}).", i + 1);
+            let request = ChatRequest {
+                max_tokens: Some(tokens as u64),
+                ignore_eos: true,
+                sampling: greedy(),
+                ..ChatRequest::new(vec![Message::User(user)])
+            };
+            let job = chat_job(api, Endpoint::Cli, request).map_err(|e| anyhow::anyhow!("story {i}: {e}"))?;
+            Ok(job.request)
+        })
+        .collect()
+}
+
+/// Greedy decoding (the API's default samples).
+pub(super) fn greedy() -> Sampling {
+    Sampling {
+        temperature: Some(0.0),
+        ..Sampling::default()
+    }
+}
+
+/// Submit every request at once; each stream is read on its own thread so
+/// that arrivals are stamped as they happen.
+fn run_together(engine: &EngineHandle, requests: Vec<GenerateRequest>) -> Result<Vec<Timeline>> {
+    let streams: Vec<EventStream> = requests
+        .into_iter()
+        .map(|request| engine.submit(request))
+        .collect::<Result<_, _>>()?;
+    std::thread::scope(|scope| {
+        let readers: Vec<_> = streams
+            .into_iter()
+            .map(|stream| scope.spawn(move || read_timeline(stream)))
+            .collect();
+        readers
+            .into_iter()
+            .map(|reader| reader.join().unwrap_or_else(|_| bail!("a stream reader panicked")))
+            .collect()
+    })
+}
+
+fn read_timeline(mut stream: EventStream) -> Result<Timeline> {
+    let mut timeline = Timeline {
+        ids: Vec::new(),
+        tokens: Vec::new(),
+        speculation: DraftCounts::default(),
+    };
+    loop {
+        match stream.blocking_next() {
+            Some(Event::Token { id, origin, step, .. }) => {
+                timeline.ids.push(id);
+                timeline.tokens.push((Instant::now(), origin, step));
+            }
+            Some(Event::Finished(completion)) => {
+                timeline.speculation = completion.usage.speculation;
+                return Ok(timeline);
+            }
+            Some(Event::Failed(error)) => return Err(error.into()),
+            None => bail!("the engine stopped mid-request"),
+        }
+    }
+}
+
+/// Tokens per second of all streams together while every one of them was
+/// decoding: from the last stream's first token to the first stream's last.
+fn aggregate_rate(timelines: &[Timeline]) -> f64 {
+    let first = |t: &Timeline| t.tokens.first().map(|x| x.0);
+    let last = |t: &Timeline| t.tokens.last().map(|x| x.0);
+    let (Some(start), Some(end)) = (
+        timelines.iter().filter_map(first).max(),
+        timelines.iter().filter_map(last).min(),
+    ) else {
+        return 0.0;
+    };
+    if end <= start {
+        return 0.0;
+    }
+    let inside: usize = timelines
+        .iter()
+        .map(|t| t.tokens.iter().filter(|x| x.0 > start && x.0 <= end).count())
+        .sum();
+    inside as f64 / (end - start).as_secs_f64()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    /// A timeline of (milliseconds, origin, step) entries, on one clock for every timeline.
+    fn timeline(entries: &[(u64, TokenOrigin, u64)]) -> Timeline {
+        static ZERO: std::sync::OnceLock<Instant> = std::sync::OnceLock::new();
+        let zero = *ZERO.get_or_init(Instant::now);
+        Timeline {
+            ids: entries.iter().map(|e| e.2 as u32).collect(),
+            tokens: entries
+                .iter()
+                .map(|&(ms, origin, step)| (zero + Duration::from_millis(ms), origin, step))
+                .collect(),
+            speculation: DraftCounts::default(),
+        }
+    }
+
+    #[test]
+    fn a_steps_time_is_shared_by_its_tokens_and_the_prefill_step_is_left_out() {
+        use TokenOrigin::*;
+        // Step 1 (prefill) at 100 ms; step 2 at 140 ms: two copied and a sampled token;
+        // step 3 at 200 ms: one sampled token.
+        let t = timeline(&[
+            (100, Sampled, 1),
+            (140, Copied, 2),
+            (140, Copied, 2),
+            (140, Sampled, 2),
+            (200, Sampled, 3),
+        ]);
+        let spans = t.per_origin();
+        assert_eq!((spans[0].0, spans[0].1), (Sampled, 2));
+        assert!((spans[0].2 - (0.040 / 3.0 + 0.060)).abs() < 1e-9, "{spans:?}");
+        assert_eq!((spans[2].0, spans[2].1), (Copied, 2));
+        assert!((spans[2].2 - 2.0 * 0.040 / 3.0).abs() < 1e-9);
+        assert_eq!(spans[1].1, 0);
+        assert!((t.decode_rate() - 4.0 / 0.1).abs() < 1e-6);
+    }
+
+    #[test]
+    fn the_aggregate_counts_only_while_every_stream_decodes() {
+        use TokenOrigin::Sampled;
+        // Stream a decodes from 0 to 100 ms, stream b from 50 to 150 ms: the window is 50..100.
+        let a = timeline(&[(0, Sampled, 1), (50, Sampled, 2), (75, Sampled, 3), (100, Sampled, 4)]);
+        let b = timeline(&[(50, Sampled, 2), (75, Sampled, 3), (100, Sampled, 4), (150, Sampled, 5)]);
+        // Inside (50, 100]: a's 75 and 100, b's 75 and 100.
+        assert!((aggregate_rate(&[a.clone(), b]) - 4.0 / 0.05).abs() < 1e-6);
+        assert_eq!(aggregate_rate(&[]), 0.0);
+        let later = timeline(&[(200, Sampled, 1), (300, Sampled, 2)]);
+        assert_eq!(aggregate_rate(&[a, later]), 0.0, "no moment when both decode");
+    }
+}
