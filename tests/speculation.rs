@@ -153,33 +153,37 @@ fn grammar_fast_forward_changes_no_tool_call() {
     );
 }
 
-#[test]
-fn drafts_inside_a_calls_string_change_no_token() {
-    // The model writes text it was shown into a JSON string: escaped newlines
-    // and quotes, where the escaped prompt supplies the drafts.
+/// A request that makes the model write text it was shown into a JSON
+/// string (escaped newlines and quotes): `file_write` named, with `sampling`
+/// (temperature, seed).
+fn copy_notes_request(sampling: (f32, u64), max_tokens: usize) -> GenerateRequest {
     let tools = tools();
     let compiled = Arc::new(CompiledTools::compile(&tools).unwrap());
     let system = tools_prompt(&tools, CallFormat::Hermes);
     let notes = "# Notes\n- The parser accepts \"trailing\" commas.\n- Calls stream their arguments.\n";
     let user = format!("Here is notes.md:\n{notes}\nWrite exactly that text to backup.md with file_write.");
-    let loaded = model();
     let messages = [
         ChatMessage::new(ChatRole::System, &system),
         ChatMessage::new(ChatRole::User, &user),
     ];
-    let prompt = loaded
-        .tokenizer
-        .encode(&loaded.template.render(&messages, true).unwrap())
-        .unwrap();
+    let prompt = encode(&model().template.render(&messages, true).unwrap());
     let write = tools
         .iter()
         .position(|t| t.name == "file_write")
         .expect("a file_write tool");
-    let named = choices(write, &tools).remove(3).1;
-    let requests = [
-        tool_request(&prompt, (0.0, 0), (&compiled, named.clone()), 96),
-        tool_request(&prompt, (0.8, 5), (&compiled, named), 96),
-    ];
+    tool_request(
+        &prompt,
+        sampling,
+        (&compiled, choices(write, &tools).remove(3).1),
+        max_tokens,
+    )
+}
+
+#[test]
+fn drafts_inside_a_calls_string_change_no_token() {
+    // The model writes text it was shown into a JSON string: escaped newlines
+    // and quotes, where the escaped prompt supplies the drafts.
+    let requests = [copy_notes_request((0.0, 0), 96), copy_notes_request((0.8, 5), 96)];
     let (plain, _) = run_all(SpeculationConfig::off(), &requests);
     let (drafted, metrics) = run_all(SpeculationConfig::default(), &requests);
     assert_same(&plain, &drafted);
@@ -201,20 +205,8 @@ fn drafts_inside_a_calls_string_change_no_token() {
 fn token_events_name_their_origin_and_step() {
     use std::collections::BTreeMap;
     use tessera_engine::{Event, TokenOrigin};
-    let tools = tools();
-    let compiled = Arc::new(CompiledTools::compile(&tools).unwrap());
-    let system = tools_prompt(&tools, CallFormat::Hermes);
-    let notes = "# Notes\n- The parser accepts \"trailing\" commas.\n- Calls stream their arguments.\n";
-    let user = format!("Here is notes.md:\n{notes}\nWrite exactly that text to backup.md with file_write.");
-    let loaded = model();
-    let messages = [
-        ChatMessage::new(ChatRole::System, &system),
-        ChatMessage::new(ChatRole::User, &user),
-    ];
-    let prompt = encode(&loaded.template.render(&messages, true).unwrap());
-    let write = tools.iter().position(|t| t.name == "file_write").unwrap();
     let requests = [
-        tool_request(&prompt, (0.0, 0), (&compiled, choices(write, &tools).remove(3).1), 96),
+        copy_notes_request((0.0, 0), 96),
         GenerateRequest::greedy(copying_prompts().remove(1), 48),
     ];
     let engine = start(SpeculationConfig::default());
