@@ -81,9 +81,12 @@ fn drafts_from_the_context_change_no_token() {
     requests.push(GenerateRequest::greedy(prompts[0].clone(), 5));
     let (plain, plain_metrics) = run_all(SpeculationConfig::off(), &requests);
     assert_eq!(plain_metrics.draft_tokens, 0, "off means no drafts");
+    // Drafts beside other sequences in the same step: the default leaves them
+    // only 4 rows there, which these requests fill, so the test gives them 16.
     let lookup = SpeculationConfig {
         fast_forward: false,
         max_draft: 8,
+        shared_step_rows: 16,
         ..SpeculationConfig::default()
     };
     let (drafted, metrics) = run_all(lookup, &requests);
@@ -137,8 +140,10 @@ fn grammar_fast_forward_changes_no_tool_call() {
         }
     }
     let (plain, _) = run_all(SpeculationConfig::off(), &requests);
+    // Forced drafts beside other sequences in the same step (see above).
     let fast_forward = SpeculationConfig {
         lookup: false,
+        shared_step_rows: 16,
         ..SpeculationConfig::default()
     };
     let (forwarded, metrics) = run_all(fast_forward, &requests);

@@ -163,7 +163,8 @@ impl Engine {
         self.dequeued(admitted);
         let mut plan = self.scheduler.plan(&mut self.pool, &mut self.pins, &mut self.metrics);
         if self.config.speculation.enabled() {
-            let (rows, context) = (self.config.speculation.step_rows, self.model.config().max_context);
+            let rows = self.config.speculation.rows_for(plan.chunks.len());
+            let context = self.model.config().max_context;
             self.scheduler.add_drafts(&mut plan, &mut self.pool, rows, context);
         }
         for seq in plan.exhausted {

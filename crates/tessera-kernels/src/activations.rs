@@ -1,9 +1,42 @@
 //! Activations quantized per row in blocks of 32: one scale (rounded through
-//! f16, as GGML stores it, and kept as f32) and 32 signed bytes per block.
-//! Done once per matrix product, whatever the number of workers.
+//! f16, as GGML stores it, and kept as f32) and 32 signed bytes per block;
+//! and, for the K-quants, per 256 values (`super_activations.rs`). Done once
+//! per matrix product, whatever the number of workers.
 
+use crate::super_activations::{SuperQuants, SuperRow, SUPER_BLOCK};
 use crate::{KernelError, BLOCK};
 use half::f16;
+
+/// Which quantizations of the activations a product reads (see
+/// [`crate::Weights::quantization`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Quantization {
+    /// Blocks of 32 values with an f16 scale each (Q8_0, Q4_0 … Q5_1, Q2_K, Q3_K).
+    pub blocks: bool,
+    /// Super-blocks of 256 values with an f32 scale each (Q4_K, Q5_K, Q6_K).
+    pub super_blocks: bool,
+}
+
+impl Quantization {
+    /// Blocks of 32 only.
+    pub const BLOCKS: Quantization = Quantization {
+        blocks: true,
+        super_blocks: false,
+    };
+    /// Super-blocks of 256 only.
+    pub const SUPER_BLOCKS: Quantization = Quantization {
+        blocks: false,
+        super_blocks: true,
+    };
+
+    /// Both quantizations that either asks for.
+    pub fn union(self, other: Quantization) -> Quantization {
+        Quantization {
+            blocks: self.blocks || other.blocks,
+            super_blocks: self.super_blocks || other.super_blocks,
+        }
+    }
+}
 
 /// A `[rows, cols]` activation matrix in Q8 blocks.
 #[derive(Debug, Clone, Default)]
@@ -19,20 +52,41 @@ pub struct Q8Activations {
     /// Per block, the exact `Σq` of its first and of its last 16 values (Q6_K's `−32`).
     half_sums: Vec<[i32; 2]>,
     quants: Vec<i8>,
+    /// Whether the blocks of 32 above were quantized (else they are empty).
+    has_blocks: bool,
+    /// The super-block quantization (empty unless asked for).
+    supers: SuperQuants,
 }
 
 impl Q8Activations {
-    /// Quantize `x`, row-major `[rows, cols]`.
+    /// Quantize `x`, row-major `[rows, cols]`, in blocks of 32, and in
+    /// super-blocks of 256 as well when `cols` is a multiple of 256.
     pub fn quantize(x: &[f32], rows: usize, cols: usize) -> Result<Self, KernelError> {
+        let needs = Quantization {
+            blocks: true,
+            super_blocks: cols.is_multiple_of(SUPER_BLOCK),
+        };
+        Self::quantize_for(x, rows, cols, needs)
+    }
+
+    /// Quantize `x`, row-major `[rows, cols]`, as `needs` says.
+    pub fn quantize_for(x: &[f32], rows: usize, cols: usize, needs: Quantization) -> Result<Self, KernelError> {
         let mut this = Self::default();
-        this.quantize_into(x, rows, cols)?;
+        this.quantize_into(x, rows, cols, needs)?;
         Ok(this)
     }
 
     /// Quantize into this value's buffers (reused across calls).
-    pub fn quantize_into(&mut self, x: &[f32], rows: usize, cols: usize) -> Result<(), KernelError> {
-        if !cols.is_multiple_of(BLOCK) {
-            return Err(KernelError::Cols { cols, block: BLOCK });
+    pub fn quantize_into(
+        &mut self,
+        x: &[f32],
+        rows: usize,
+        cols: usize,
+        needs: Quantization,
+    ) -> Result<(), KernelError> {
+        let block = if needs.super_blocks { SUPER_BLOCK } else { BLOCK };
+        if !cols.is_multiple_of(block) {
+            return Err(KernelError::Cols { cols, block });
         }
         if x.len() != rows * cols {
             return Err(KernelError::Size {
@@ -43,11 +97,13 @@ impl Q8Activations {
         }
         self.rows = rows;
         self.blocks = cols / BLOCK;
-        self.scales.resize(rows * self.blocks, 0.0);
-        self.sums.resize(rows * self.blocks, 0.0);
-        self.isums.resize(rows * self.blocks, 0);
-        self.half_sums.resize(rows * self.blocks, [0; 2]);
-        self.quants.resize(rows * cols, 0);
+        self.has_blocks = needs.blocks;
+        let quantized = if needs.blocks { rows * self.blocks } else { 0 };
+        self.scales.resize(quantized, 0.0);
+        self.sums.resize(quantized, 0.0);
+        self.isums.resize(quantized, 0);
+        self.half_sums.resize(quantized, [0; 2]);
+        self.quants.resize(quantized * BLOCK, 0);
         for (((((block, scale), sum), isum), halves), quants) in x
             .chunks_exact(BLOCK)
             .zip(self.scales.iter_mut())
@@ -59,7 +115,27 @@ impl Q8Activations {
             (*scale, *sum, *halves) = quantize_block(block, quants);
             *isum = halves[0] + halves[1];
         }
+        if needs.super_blocks {
+            self.supers.quantize_into(x, rows, cols);
+        } else {
+            self.supers = SuperQuants::default();
+        }
         Ok(())
+    }
+
+    /// The quantizations this value holds.
+    pub fn quantization(&self) -> Quantization {
+        Quantization {
+            blocks: self.has_blocks || self.rows == 0,
+            super_blocks: self.supers.rows() == self.rows,
+        }
+    }
+
+    /// Row `row` in super-blocks of 256 (present when
+    /// [`quantization`](Self::quantization) says so).
+    #[inline]
+    pub(crate) fn super_row(&self, row: usize) -> SuperRow<'_> {
+        self.supers.row(row)
     }
 
     /// Rows.
@@ -101,32 +177,55 @@ impl Q8Activations {
 /// GGML's Q8_0/Q8_1 rounding: `d = max|x| / 127`, `q = round(x / d)` (half
 /// away from zero, through the reciprocal as GGML computes it); returns `d`
 /// as stored (rounded to f16), Q8_1's `s = d · Σq` (an f16 product) and the
-/// exact `Σq` of each half block. The AVX2 build computes the same values
-/// bit for bit (`roundf` was a libm call per value, ~6% of a long prefill).
+/// exact `Σq` of each half block.
 fn quantize_block(x: &[f32], quants: &mut [i8]) -> (f32, f32, [i32; 2]) {
-    #[cfg(target_arch = "x86_64")]
-    if crate::Path::detect().has_avx2() {
-        // SAFETY: the detected path means the CPU has AVX2; `quantize_into`
-        // passes whole 32-value blocks.
-        return unsafe { avx2::quantize_block(x, quants) };
-    }
-    quantize_block_portable(x, quants)
+    let (d, inverse) = scale_of(block_amax(x));
+    finish(d, quantize_scaled(x, inverse, quants))
 }
 
-/// The definition [`quantize_block`] follows on every path.
-fn quantize_block_portable(x: &[f32], quants: &mut [i8]) -> (f32, f32, [i32; 2]) {
-    let amax = x.iter().fold(0f32, |m, v| m.max(v.abs()));
-    let (d, inverse) = scale_of(amax);
+/// The largest magnitude of a 32-value block. The AVX2 build computes the
+/// same value (a maximum does not depend on the order).
+pub(crate) fn block_amax(x: &[f32]) -> f32 {
+    #[cfg(target_arch = "x86_64")]
+    if crate::Path::detect().has_avx2() {
+        // SAFETY: the detected path means the CPU has AVX2; callers pass
+        // whole 32-value blocks (asserted there).
+        return unsafe { avx2::block_amax(x) };
+    }
+    block_amax_portable(x)
+}
+
+/// The definition [`block_amax`] follows on every path.
+fn block_amax_portable(x: &[f32]) -> f32 {
+    x.iter().fold(0f32, |m, v| m.max(v.abs()))
+}
+
+/// `q = round(x · inverse)` (half away from zero) for a 32-value block;
+/// returns the exact `Σq` of each half block. The AVX2 build computes the
+/// same values bit for bit (`roundf` was a libm call per value, ~6% of a
+/// long prefill).
+pub(crate) fn quantize_scaled(x: &[f32], inverse: f32, quants: &mut [i8]) -> [i32; 2] {
+    #[cfg(target_arch = "x86_64")]
+    if crate::Path::detect().has_avx2() {
+        // SAFETY: the detected path means the CPU has AVX2; callers pass
+        // whole 32-value blocks (asserted there).
+        return unsafe { avx2::quantize_scaled(x, inverse, quants) };
+    }
+    quantize_scaled_portable(x, inverse, quants)
+}
+
+/// The definition [`quantize_scaled`] follows on every path.
+fn quantize_scaled_portable(x: &[f32], inverse: f32, quants: &mut [i8]) -> [i32; 2] {
     let mut halves = [0i32; 2];
     for (i, (q, &v)) in quants.iter_mut().zip(x).enumerate() {
         *q = (v * inverse).round() as i8;
         halves[i / (BLOCK / 2)] += *q as i32;
     }
-    finish(d, halves)
+    halves
 }
 
 /// `(d, 1/d)` for a block whose largest magnitude is `amax` (`1/d = 0` for an all-zero block).
-fn scale_of(amax: f32) -> (f32, f32) {
+pub(crate) fn scale_of(amax: f32) -> (f32, f32) {
     let d = amax / 127.0;
     (d, if d != 0.0 { 1.0 / d } else { 0.0 })
 }
@@ -140,28 +239,36 @@ fn finish(d: f32, halves: [i32; 2]) -> (f32, f32, [i32; 2]) {
 
 #[cfg(target_arch = "x86_64")]
 mod avx2 {
-    use super::{finish, scale_of};
     use std::arch::x86_64::*;
 
-    /// [`super::quantize_block_portable`] on one 32-value block with AVX2:
-    /// rounding half away from zero as `trunc(y) ± (|y − trunc(y)| ≥ ½)`,
-    /// which is exact (the fraction of a float is computed without error).
+    /// The eight-lane registers of a 32-value block.
     ///
     /// # Safety
-    /// The CPU has AVX2. (`x` and `quants` must hold at least 32 values each;
-    /// that is asserted, so a short slice panics.)
+    /// The CPU has AVX2. (`x` must hold at least 32 values; that is
+    /// asserted, so a short slice panics.)
     #[target_feature(enable = "avx2")]
-    pub(super) unsafe fn quantize_block(x: &[f32], quants: &mut [i8]) -> (f32, f32, [i32; 2]) {
-        assert!(x.len() >= 32 && quants.len() >= 32, "a whole block");
+    #[inline]
+    unsafe fn load_block(x: &[f32]) -> [__m256; 4] {
+        assert!(x.len() >= 32, "a whole block");
         // SAFETY: `x` holds 32 values (checked above).
-        let v = unsafe {
+        unsafe {
             [
                 _mm256_loadu_ps(x.as_ptr()),
                 _mm256_loadu_ps(x.as_ptr().add(8)),
                 _mm256_loadu_ps(x.as_ptr().add(16)),
                 _mm256_loadu_ps(x.as_ptr().add(24)),
             ]
-        };
+        }
+    }
+
+    /// [`super::block_amax_portable`] with AVX2.
+    ///
+    /// # Safety
+    /// As [`load_block`].
+    #[target_feature(enable = "avx2")]
+    pub(super) unsafe fn block_amax(x: &[f32]) -> f32 {
+        // SAFETY: the caller's contract.
+        let v = unsafe { load_block(x) };
         let sign = _mm256_set1_ps(-0.0);
         let m = _mm256_max_ps(
             _mm256_max_ps(_mm256_andnot_ps(sign, v[0]), _mm256_andnot_ps(sign, v[1])),
@@ -169,8 +276,21 @@ mod avx2 {
         );
         let m = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
         let m = _mm_max_ps(m, _mm_movehl_ps(m, m));
-        let amax = _mm_cvtss_f32(_mm_max_ss(m, _mm_movehdup_ps(m)));
-        let (d, inverse) = scale_of(amax);
+        _mm_cvtss_f32(_mm_max_ss(m, _mm_movehdup_ps(m)))
+    }
+
+    /// [`super::quantize_scaled_portable`] with AVX2: rounding half away
+    /// from zero as `trunc(y) ± (|y − trunc(y)| ≥ ½)`, which is exact (the
+    /// fraction of a float is computed without error).
+    ///
+    /// # Safety
+    /// The CPU has AVX2. (`x` and `quants` must hold at least 32 values each;
+    /// that is asserted, so a short slice panics.)
+    #[target_feature(enable = "avx2")]
+    pub(super) unsafe fn quantize_scaled(x: &[f32], inverse: f32, quants: &mut [i8]) -> [i32; 2] {
+        assert!(quants.len() >= 32, "a whole block");
+        // SAFETY: the caller's contract.
+        let v = unsafe { load_block(x) };
         let inverse = _mm256_set1_ps(inverse);
         let q = [
             round_half_away(_mm256_mul_ps(v[0], inverse)),
@@ -185,7 +305,7 @@ mod avx2 {
         let ordered = _mm256_permutevar8x32_epi32(packed, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
         // SAFETY: `quants` holds 32 bytes (checked above).
         unsafe { _mm256_storeu_si256(quants.as_mut_ptr().cast(), ordered) };
-        finish(d, halves)
+        halves
     }
 
     /// `round(y)` half away from zero, as integers (no closure: it would not
@@ -282,14 +402,15 @@ mod tests {
             }
         }
         for block in &blocks {
+            let amax = block_amax_portable(block);
+            assert_eq!(block_amax(block).to_bits(), amax.to_bits(), "amax of {block:?}");
+            let (_, inverse) = scale_of(amax);
             let mut want = [0i8; 32];
-            let expected = quantize_block_portable(block, &mut want);
+            let expected = quantize_scaled_portable(block, inverse, &mut want);
             let mut got = [0i8; 32];
-            let result = quantize_block(block, &mut got);
+            let result = quantize_scaled(block, inverse, &mut got);
             assert_eq!(got, want, "quants of {block:?}");
-            assert_eq!(result.0.to_bits(), expected.0.to_bits());
-            assert_eq!(result.1.to_bits(), expected.1.to_bits());
-            assert_eq!(result.2, expected.2);
+            assert_eq!(result, expected);
         }
     }
 

@@ -21,10 +21,9 @@
 //! each loaded weight block across several activation rows (prefill) or
 //! each activation block across several weight rows (decode).
 //!
-//! Paths: AVX-512 VNNI for the K-quant prefill products (Q4_K, Q5_K, Q6_K)
-//! where the CPU has it, AVX2+FMA for the rest (detected at run time), a
-//! portable one otherwise, all with the same bits; [`Path::Portable`] can be
-//! forced for tests.
+//! Paths: AVX2+FMA (detected at run time; on AVX-512 VNNI CPUs too, see
+//! [`Path::Avx512Vnni`]) and a portable one otherwise, with the same bits;
+//! [`Path::Portable`] can be forced for tests.
 #![deny(missing_docs)]
 #![deny(unsafe_op_in_unsafe_fn)]
 #![deny(clippy::undocumented_unsafe_blocks)]
@@ -41,6 +40,7 @@ mod q4;
 mod q4_k;
 mod q6_k;
 mod q8_0;
+mod super_activations;
 mod super_rows;
 #[cfg(target_arch = "x86_64")]
 mod x86;
@@ -53,15 +53,9 @@ mod x86_q4;
 #[cfg(target_arch = "x86_64")]
 mod x86_q4_k;
 #[cfg(target_arch = "x86_64")]
-mod x86_q4_k_vnni;
-#[cfg(target_arch = "x86_64")]
 mod x86_q6_k;
-#[cfg(target_arch = "x86_64")]
-mod x86_q6_k_vnni;
-#[cfg(target_arch = "x86_64")]
-mod x86_vnni;
 
-pub use activations::Q8Activations;
+pub use activations::{Q8Activations, Quantization};
 pub use dispatch::{Format, Path, Weights};
 pub use error::KernelError;
 pub use half_precision::{HalfKind, HalfWeights};

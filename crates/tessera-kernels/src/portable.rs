@@ -4,6 +4,7 @@
 //! the lanes are summed as `((l0+l4)+(l2+l6)) + ((l1+l5)+(l3+l7))`.
 
 use crate::q4::NibbleGroups;
+use crate::q4_k::SUB_BLOCKS;
 use crate::{Q2KWeights, Q3KWeights, Q4KWeights, Q6KWeights, Q8Activations, Q8_0Weights, BLOCK, LANES};
 use std::ops::Range;
 
@@ -81,24 +82,31 @@ pub(crate) fn matmul_q4(w: &NibbleGroups, rows: Range<usize>, x: &Q8Activations,
     fill(rows, x.rows(), out, stride, |r, j| dot_q4(w, r, x, j));
 }
 
-/// One Q4_K output: per 32-value sub-block, Q4_1's arithmetic with
-/// `d = d·scale` and `m = −dmin·min` formed in f32:
-/// `sum += (Σq·y · d) · d_y + m · s_y`, the integer dot exact, blocks in order.
+/// One Q4_K (or Q5_K) output against super-block activations (one scale
+/// `D` per 256 values): per super-block, in integers, exactly,
+/// `A = Σ_j scale_j·Σq·y` and `B = Σ_j min_j·Σy` over the eight sub-blocks,
+/// then `sum += A·(d·D) − B·(dmin·D)`, unfused, super-blocks in order.
 pub(crate) fn dot_q4_k(w: &Q4KWeights, row: usize, x: &Q8Activations, x_row: usize) -> f32 {
-    let (quants, scales, sums) = (x.row_quants(x_row), x.row_scales(x_row), x.row_sums(x_row));
+    let y = x.super_row(x_row);
     let mut sum = 0f32;
-    for b in 0..w.blocks() {
-        let (d, m) = w.block_factors(row, b);
-        let y = &quants[b * BLOCK..(b + 1) * BLOCK];
-        let dot: i32 = w
-            .block_quants(row, b)
-            .iter()
-            .zip(y)
-            .map(|(&q, &y)| q as i32 * y as i32)
-            .sum();
-        sum += dot as f32 * d * scales[b] + m * sums[b];
+    for sb in 0..w.supers() {
+        let (d, dmin, scales, mins) = w.super_factors(row, sb);
+        let (mut a, mut b) = (0i32, 0i32);
+        for j in 0..SUB_BLOCKS {
+            let block = sb * SUB_BLOCKS + j;
+            let dot = integer_dot(&w.block_quants(row, block), &y.quants[block * BLOCK..][..BLOCK]);
+            a += scales[j] as i32 * dot;
+            b += mins[j] as i32 * y.sums32[block] as i32;
+        }
+        let dy = y.scales[sb];
+        sum += a as f32 * (d * dy) - b as f32 * (dmin * dy);
     }
     sum
+}
+
+/// `Σq·y`, exact.
+fn integer_dot(q: &[u8], y: &[i8]) -> i32 {
+    q.iter().zip(y).map(|(&q, &y)| q as i32 * y as i32).sum()
 }
 
 /// See [`matmul`], for Q4_K weights.
@@ -106,10 +114,10 @@ pub(crate) fn matmul_q4_k(w: &Q4KWeights, rows: Range<usize>, x: &Q8Activations,
     fill(rows, x.rows(), out, stride, |r, j| dot_q4_k(w, r, x, j));
 }
 
-/// One output of a half-block-scaled format (Q6_K, Q3_K): per block and
-/// half, `sum += ((Σ(q−centre)·y)·ds)·d_y`, the integer dot exact, low half
-/// then high half, blocks in order. `block(b)` gives a block's two scales
-/// and its quants.
+/// One output of a half-block-scaled format (Q3_K): per block and half,
+/// `sum += ((Σ(q−centre)·y)·ds)·d_y`, the integer dot exact, low half then
+/// high half, blocks in order. `block(b)` gives a block's two scales and its
+/// quants.
 fn dot_centred_halves(
     blocks: usize,
     block: impl Fn(usize) -> ([f32; 2], [u8; BLOCK]),
@@ -130,9 +138,29 @@ fn dot_centred_halves(
     sum
 }
 
-/// One Q6_K output: quants 0–63 centred on 32 (see [`dot_centred_halves`]).
+/// One Q6_K output against super-block activations (one scale `D` per 256
+/// values): per super-block, in integers, exactly, `A = Σ_i scale_i·Σq·y`
+/// and `B = Σ_i scale_i·Σy` over the sixteen runs of 16 values (quants
+/// 0–63), then `sum += (A − 32·B)·(d·D)`, super-blocks in order.
 pub(crate) fn dot_q6_k(w: &Q6KWeights, row: usize, x: &Q8Activations, x_row: usize) -> f32 {
-    dot_centred_halves(w.blocks(), |b| w.block(row, b), 32, x, x_row)
+    let y = x.super_row(x_row);
+    let mut sum = 0f32;
+    for sb in 0..w.supers() {
+        let (d, scales) = w.super_factors(row, sb);
+        let (mut a, mut b) = (0i32, 0i32);
+        for j in 0..SUB_BLOCKS {
+            let block = sb * SUB_BLOCKS + j;
+            let quants = w.block_quants(row, block);
+            for half in 0..2 {
+                let (run, scale) = (2 * block + half, scales[2 * j + half] as i32);
+                let values = half * 16..half * 16 + 16;
+                a += scale * integer_dot(&quants[values], &y.quants[run * 16..][..16]);
+                b += scale * y.sums16[run] as i32;
+            }
+        }
+        sum += (a - 32 * b) as f32 * (d * y.scales[sb]);
+    }
+    sum
 }
 
 /// See [`matmul`], for Q6_K weights.

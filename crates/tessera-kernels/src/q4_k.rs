@@ -26,12 +26,11 @@
 //! register t = row r's `qh` bytes 4t..4t+4), so the nibbles start 256 bytes
 //! later (176 bytes per row and super-block, GGML's 5.5 bits per weight).
 //!
-//! The kernels unpack a super-block's 64 scales and 64 mins with a few
-//! vector operations, then per sub-block run the 4-bit kernel's arithmetic
-//! with `d·scale` and `−dmin·min` formed in f32 (exact products of an f16
-//! and a 6-bit integer): `sum += (Σq·y · d·scale) · d_y + (−dmin·min) · s_y`,
-//! paired with the same 32-value activation blocks as Q4_1 (candle's Q8_K
-//! uses one scale per 256 values, so results agree to activation rounding).
+//! The products pair each super-block with the activations' super-block of
+//! 256 values (one scale `D`, `super_activations.rs`), as GGML's Q8_K does:
+//! in integers, exactly, `A = Σ_j scale_j·Σq·y` and `B = Σ_j min_j·Σy` over
+//! the eight sub-blocks, then one float step per super-block,
+//! `sum += A·(d·D) − B·(dmin·D)`, unfused, super-blocks in order.
 
 use crate::q4::GROUP;
 use crate::super_rows::{super_rows_accessors, SuperRows};
@@ -173,20 +172,21 @@ impl Q4KWeights {
         self.five_bit
     }
 
-    /// `(d·scale, −dmin·min)` of row `row`, block `b` (sub-block `b % 8` of
-    /// super-block `b / 8`), as every path forms them.
-    pub(crate) fn block_factors(&self, row: usize, b: usize) -> (f32, f32) {
-        let data = self.group_super(row / GROUP, b / SUB_BLOCKS);
+    /// `(d, dmin, scales, mins)` of row `row`, super-block `sb`: the two f16
+    /// factors as f32 and the eight 6-bit sub-block scales and mins.
+    pub(crate) fn super_factors(&self, row: usize, sb: usize) -> (f32, f32, [u8; SUB_BLOCKS], [u8; SUB_BLOCKS]) {
+        let data = self.group_super(row / GROUP, sb);
         let lane = row % GROUP;
         let half = |at: usize| f16::from_le_bytes([data[at + 2 * lane], data[at + 2 * lane + 1]]).to_f32();
-        let (d, dmin) = (half(0), half(DMIN_AT));
-        let j = b % SUB_BLOCKS;
-        let (k, upper) = ((j * GROUP + lane) % 32, j >= 4);
-        let low = |at: usize| if upper { data[at + k] >> 4 } else { data[at + k] & 0x0F };
-        let high = data[HIGH_BITS_AT + k] >> if upper { 2 } else { 0 };
-        let scale = low(SCALES_AT) | ((high & 3) << 4);
-        let min = low(MINS_AT) | (((high >> 4) & 3) << 4);
-        (d * scale as f32, -(dmin * min as f32))
+        let six_bits = |j: usize, at: usize, high_shift: usize| {
+            let (k, upper) = ((j * GROUP + lane) % 32, j >= 4);
+            let low = if upper { data[at + k] >> 4 } else { data[at + k] & 0x0F };
+            let high = data[HIGH_BITS_AT + k] >> (if upper { 2 } else { 0 } + high_shift);
+            low | ((high & 3) << 4)
+        };
+        let scales = std::array::from_fn(|j| six_bits(j, SCALES_AT, 0));
+        let mins = std::array::from_fn(|j| six_bits(j, MINS_AT, 4));
+        (half(0), half(DMIN_AT), scales, mins)
     }
 
     /// The 32 quants (0–15, or 0–31 for Q5_K) of row `row`, block `b`.
@@ -210,8 +210,10 @@ impl Q4KWeights {
     pub fn dequantize_row(&self, row: usize) -> Vec<f32> {
         (0..self.blocks())
             .flat_map(|b| {
-                let (d, m) = self.block_factors(row, b);
-                self.block_quants(row, b).map(|q| q as f32 * d + m)
+                let (d, dmin, scales, mins) = self.super_factors(row, b / SUB_BLOCKS);
+                let j = b % SUB_BLOCKS;
+                let (scale, min) = (d * scales[j] as f32, dmin * mins[j] as f32);
+                self.block_quants(row, b).map(|q| q as f32 * scale - min)
             })
             .collect()
     }

@@ -23,11 +23,11 @@
 //! in the order the kernel reads them (one linear stream: three interleaved
 //! ones ran at half Q4_K's bandwidth).
 //!
-//! The kernel rebuilds the four sub-blocks' quants (0–63) of a register
-//! position with masks and shifts; per half block it sums exact integer
-//! products `Σq·y` (two `maddubs` in 16 bits: |Σ| ≤ 2·2·63·128 < 2¹⁵),
-//! subtracts `32·Σy` (the activations' exact half-block sums) and scales:
-//! `sum += ((Σ(q−32)·y)·(d·scale))·d_y`, blocks and halves in order.
+//! The products pair each super-block with the activations' super-block of
+//! 256 values (one scale `D`, `super_activations.rs`): in integers, exactly,
+//! `A = Σ_i scale_i·Σq·y` and `B = Σ_i scale_i·Σy` over the sixteen runs of
+//! 16 values, then one float step per super-block,
+//! `sum += (A − 32·B)·(d·D)`, super-blocks in order.
 
 use crate::super_rows::{super_rows_accessors, SuperRows};
 use crate::{KernelError, BLOCK};
@@ -94,29 +94,37 @@ fn place(dst: &mut [u8], lane: usize, src: &[u8]) {
 }
 
 impl Q6KWeights {
-    /// `([d·scale of the low half, of the high half], quants 0–63)` of row
-    /// `row`, block `b`, as every path forms them.
-    pub(crate) fn block(&self, row: usize, b: usize) -> ([f32; 2], [u8; BLOCK]) {
+    /// `(d, scales)` of row `row`, super-block `sb`: the f16 factor as f32
+    /// and the sixteen signed scales (one per 16 values).
+    pub(crate) fn super_factors(&self, row: usize, sb: usize) -> (f32, [i8; 16]) {
+        let data = self.group_super(row / GROUP, sb);
+        let lane = row % GROUP;
+        let d = f16::from_le_bytes([data[2 * lane], data[2 * lane + 1]]).to_f32();
+        (d, std::array::from_fn(|i| data[SCALES_AT + i * GROUP + lane] as i8))
+    }
+
+    /// The quants (0–63) of row `row`, block `b`.
+    pub(crate) fn block_quants(&self, row: usize, b: usize) -> [u8; BLOCK] {
         let data = self.group_super(row / GROUP, b / SUB_BLOCKS);
         let (lane, j) = (row % GROUP, b % SUB_BLOCKS);
         let (chunk, k) = (j / 4, j % 4);
-        let d = f16::from_le_bytes([data[2 * lane], data[2 * lane + 1]]).to_f32();
-        let scale = |half: usize| d * data[SCALES_AT + (2 * j + half) * GROUP + lane] as i8 as f32;
-        let quants = std::array::from_fn(|v| {
+        std::array::from_fn(|v| {
             let (t, byte) = (v / 4, lane * 4 + v % 4);
             let low = data[ql_at(chunk, k % 2, t) + byte];
             let low = if k < 2 { low & 0x0F } else { low >> 4 };
             let high = (data[qh_at(chunk, t) + byte] >> (2 * k)) & 3;
             low | (high << 4)
-        });
-        ([scale(0), scale(1)], quants)
+        })
     }
 
     /// Row `row` dequantized as GGML (and candle) define it: `d·scale·(q − 32)`.
     pub fn dequantize_row(&self, row: usize) -> Vec<f32> {
         (0..self.blocks())
             .flat_map(|b| {
-                let (scales, quants) = self.block(row, b);
+                let (d, scales) = self.super_factors(row, b / SUB_BLOCKS);
+                let first = 2 * (b % SUB_BLOCKS);
+                let scales = [d * scales[first] as f32, d * scales[first + 1] as f32];
+                let quants = self.block_quants(row, b);
                 (0..BLOCK).map(move |v| scales[v / 16] * (quants[v] as f32 - 32.0))
             })
             .collect()

@@ -251,7 +251,7 @@ struct GroupFormat {
 }
 
 /// Shapes whose rows hold whole 256-value super-blocks.
-/// The last shape spans two of the VNNI kernels' activation chunks (256 rows of 6,144 values).
+/// The last shape spans several of the AVX2 kernels' activation chunks (32 rows each).
 const K_SHAPES: &[(usize, usize, usize)] = &[
     (1, 1, 8),
     (9, 3, 16),
@@ -333,6 +333,24 @@ fn row_group_paths_agree_bit_for_bit_and_match_a_dequantized_reference() {
             }
             // As for Q8_0, plus (Q4_1) the f16 rounding of Q8_1's block sum (2^-11 relative).
             assert_near_reference(&portable, &|r| w.dequantize_row(r), &x, (rows, n, cols), 0.02);
+        }
+    }
+}
+
+#[test]
+fn a_product_refuses_activations_without_the_quantization_it_reads() {
+    let mut rng = Rng(13);
+    let x: Vec<f32> = (0..2 * 256).map(|_| rng.float()).collect();
+    let blocks = Q8Activations::quantize_for(&x, 2, 256, Quantization::BLOCKS).unwrap();
+    let supers = Q8Activations::quantize_for(&x, 2, 256, Quantization::SUPER_BLOCKS).unwrap();
+    for format in &GROUP_FORMATS {
+        let w = Weights::from_ggml(format.format, &(format.random)(&mut rng, 8, 256), 8, 256).unwrap();
+        let mut out = vec![0f32; 16];
+        let needs = w.quantization();
+        for (x, held) in [(&blocks, Quantization::BLOCKS), (&supers, Quantization::SUPER_BLOCKS)] {
+            let result = w.matmul(Path::detect(), 0..8, x, &mut out, 8);
+            let usable = (!needs.blocks || held.blocks) && (!needs.super_blocks || held.super_blocks);
+            assert_eq!(result.is_ok(), usable, "{:?} with {held:?}", format.format);
         }
     }
 }

@@ -1,15 +1,18 @@
 //! The AVX2+FMA+F16C path of Q4_K at GGML's bytes (layout in `q4_k.rs`):
 //! eight weight rows in the eight lanes of a register, up to four activation
-//! rows at a time. Per group and super-block the 64 scales and 64 mins are
-//! unpacked from their 96 bytes with a few vector operations; per sub-block
-//! pair, eight registers of nibbles give both sub-blocks' exact integer dots
-//! (low nibbles against the even sub-block's activations, high nibbles
-//! against the odd one's: eight `maddubs` results summed in 16 bits,
-//! |Σ| ≤ 8·2·15·128 < 2¹⁵), then per sub-block the portable `dot_q4_k`
-//! arithmetic, lane by lane, in the same order.
+//! rows at a time, against super-block activations (one scale per 256
+//! values). Per group and super-block the 64 scales and 64 mins are unpacked
+//! from their 96 bytes into 16-bit multipliers with a few vector operations;
+//! per sub-block, eight registers of nibbles give its exact integer dots
+//! (`maddubs` results summed in 16 bits: |Σ| ≤ 8·2·15·127 < 2¹⁵, four at a
+//! time for Q5_K's 5-bit values), which one `madd` scales into the
+//! super-block's 32-bit sum `A`; the mins meet the activations' run sums in
+//! four more `madd`s (`B`); then the portable `dot_q4_k`'s one float step per
+//! super-block, lane by lane.
 
 use crate::q4::GROUP;
 use crate::q4_k::{nibbles_at, DMIN_AT, HIGH_BITS_AT, MINS_AT, PAIR_BYTES, QH_AT, SCALES_AT, SUB_BLOCKS};
+use crate::super_activations::SuperRow;
 use crate::x86_q4::for_each_group_tile;
 use crate::{Q4KWeights, Q8Activations, BLOCK};
 use std::arch::x86_64::*;
@@ -19,9 +22,11 @@ use std::ops::Range;
 ///
 /// # Safety
 /// The CPU has AVX2, FMA and F16C, and the arguments meet `dispatch::check`
-/// with `rows.start` a multiple of 8. Soundness rests on `x.blocks() ==
-/// w.blocks()` (the tiles read activation blocks `0..w.blocks()` through
-/// unchecked pointers); weight groups and outputs go through checked slices.
+/// with `rows.start` a multiple of 8, and the activations hold super-blocks
+/// (`dispatch::check_quantization`). Soundness rests on `x.blocks() ==
+/// w.blocks()` (the tiles read the activations' super-block quants and run
+/// sums through unchecked pointers); weight groups and outputs go through
+/// checked slices.
 #[target_feature(enable = "avx2,fma,f16c")]
 pub(crate) unsafe fn matmul_q4_k(
     w: &Q4KWeights,
@@ -75,10 +80,20 @@ pub(crate) fn fifth_bits(qh: __m256i, bit: usize) -> __m256i {
     _mm256_and_si256(moved, _mm256_set1_epi8(0x10))
 }
 
-/// A group super-block's per-sub-block factors as f32 lanes (one per row):
-/// `d·scale_j` and `−dmin·min_j` for sub-blocks `j = 0..8`, unpacked from
-/// the 96 bytes of 6-bit scales and mins (the layout of `q4_k.rs`) without
-/// leaving registers.
+/// A group super-block's factors, one lane per row: `d` and `dmin` as f32,
+/// each sub-block's 6-bit scale as a 16-bit multiplier in both halves of
+/// the row's 32-bit lane (for `madd`), and the mins of sub-blocks `2k` and
+/// `2k + 1` as the two 16-bit halves of the lane.
+pub(crate) struct SuperFactors {
+    d: __m256,
+    dmin: __m256,
+    scales: [__m256i; SUB_BLOCKS],
+    min_pairs: [__m256i; SUB_BLOCKS / 2],
+}
+
+/// [`SuperFactors`] of the group super-block at `data`, unpacked from the 96
+/// bytes of 6-bit scales and mins (the layout of `q4_k.rs`) without leaving
+/// registers.
 ///
 /// # Safety
 /// The CPU has AVX2, FMA and F16C; `data` points at the first of the 128
@@ -86,7 +101,7 @@ pub(crate) fn fifth_bits(qh: __m256i, bit: usize) -> __m256i {
 /// scales, mins, high bits: loads up to `HIGH_BITS_AT + 32`).
 #[target_feature(enable = "avx2,fma,f16c")]
 #[inline]
-pub(crate) unsafe fn super_block_factors(data: *const u8) -> ([__m256; SUB_BLOCKS], [__m256; SUB_BLOCKS]) {
+pub(crate) unsafe fn super_block_factors(data: *const u8) -> SuperFactors {
     let nibble = _mm256_set1_epi8(0x0F);
     let two = _mm256_set1_epi8(3);
     // SAFETY: every load ends by `HIGH_BITS_AT + 32`, inside the caller's 128 bytes.
@@ -117,24 +132,31 @@ pub(crate) unsafe fn super_block_factors(data: *const u8) -> ([__m256; SUB_BLOCK
             high_bits(_mm256_srli_epi16(high, 6)),
         ),
     ];
-    let sign = _mm256_set1_ps(-0.0);
-    let mut d_scale = [_mm256_setzero_ps(); SUB_BLOCKS];
-    let mut minus_min = [_mm256_setzero_ps(); SUB_BLOCKS];
+    let mut factors = SuperFactors {
+        d,
+        dmin,
+        scales: [_mm256_setzero_si256(); SUB_BLOCKS],
+        min_pairs: [_mm256_setzero_si256(); SUB_BLOCKS / 2],
+    };
     for j in 0..SUB_BLOCKS {
-        let (s, m) = (
-            eight_values(scale_values[j / 4], j % 4),
-            eight_values(min_values[j / 4], j % 4),
-        );
-        d_scale[j] = _mm256_mul_ps(d, s);
-        minus_min[j] = _mm256_xor_ps(_mm256_mul_ps(dmin, m), sign);
+        let s = eight_ints(scale_values[j / 4], j % 4);
+        factors.scales[j] = _mm256_or_si256(s, _mm256_slli_epi32(s, 16));
     }
-    (d_scale, minus_min)
+    for k in 0..SUB_BLOCKS / 2 {
+        let (even, odd) = (2 * k, 2 * k + 1);
+        let (low, high) = (
+            eight_ints(min_values[even / 4], even % 4),
+            eight_ints(min_values[odd / 4], odd % 4),
+        );
+        factors.min_pairs[k] = _mm256_or_si256(low, _mm256_slli_epi32(high, 16));
+    }
+    factors
 }
 
-/// Bytes `8q..8q + 8` of `values` (unsigned) as eight f32 lanes.
+/// Bytes `8q..8q + 8` of `values` (unsigned) as eight i32 lanes.
 #[target_feature(enable = "avx2")]
 #[inline]
-fn eight_values(values: __m256i, q: usize) -> __m256 {
+fn eight_ints(values: __m256i, q: usize) -> __m256i {
     let half = match q / 2 {
         0 => _mm256_castsi256_si128(values),
         _ => _mm256_extracti128_si256(values, 1),
@@ -143,35 +165,28 @@ fn eight_values(values: __m256i, q: usize) -> __m256 {
         0 => half,
         _ => _mm_srli_si128(half, 8),
     };
-    _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(bytes))
+    _mm256_cvtepu8_epi32(bytes)
 }
 
-/// `acc + (Σq·y · d·scale) · d_y + (−dmin·min) · s_y` lane by lane, unfused,
-/// in that order: the one place every Q4_K/Q5_K path forms a sub-block's
-/// contribution (the portable `dot_q4_k` arithmetic).
+/// `acc + (A·(d·D) − B·(dmin·D))` lane by lane, unfused, in that order: the
+/// portable `dot_q4_k`'s float step for one super-block.
 #[target_feature(enable = "avx2")]
 #[inline]
-pub(crate) fn accumulate_sub_block(
-    acc: __m256,
-    dot: __m256i,
-    (d_scale, minus_min): (__m256, __m256),
-    (activation_scale, activation_sum): (f32, f32),
-) -> __m256 {
-    let scaled = _mm256_mul_ps(
-        _mm256_mul_ps(_mm256_cvtepi32_ps(dot), d_scale),
-        _mm256_set1_ps(activation_scale),
-    );
-    let lanes = _mm256_add_ps(scaled, _mm256_mul_ps(minus_min, _mm256_set1_ps(activation_sum)));
-    _mm256_add_ps(acc, lanes)
+fn accumulate_super_block(acc: __m256, (a, b): (__m256i, __m256i), factors: &SuperFactors, dy: f32) -> __m256 {
+    let dy = _mm256_set1_ps(dy);
+    let scaled = _mm256_mul_ps(_mm256_cvtepi32_ps(a), _mm256_mul_ps(factors.d, dy));
+    let shifted = _mm256_mul_ps(_mm256_cvtepi32_ps(b), _mm256_mul_ps(factors.dmin, dy));
+    _mm256_add_ps(acc, _mm256_sub_ps(scaled, shifted))
 }
 
 /// The eight outputs of weight group `group` against activation rows `j0..j0 + C`.
 ///
 /// # Safety
-/// The CPU has AVX2, FMA and F16C, `x.blocks() == w.blocks()` (activation
-/// blocks are read through unchecked pointers) and `FIVE == w.five_bit()`
-/// (see [`matmul_groups`]). `group` and `j0 + C <= x.rows()` are checked
-/// (slicing panics).
+/// The CPU has AVX2, FMA and F16C, the activations hold super-blocks
+/// (`dispatch::check_quantization`) with `x.blocks() == w.blocks()` (their
+/// quants and run sums are read through unchecked pointers), and `FIVE ==
+/// w.five_bit()` (see [`matmul_groups`]). `group` and `j0 + C <= x.rows()`
+/// are checked (slicing panics).
 #[target_feature(enable = "avx2,fma,f16c")]
 #[inline]
 unsafe fn group_tile<const C: usize, const FIVE: bool>(
@@ -180,73 +195,66 @@ unsafe fn group_tile<const C: usize, const FIVE: bool>(
     x: &Q8Activations,
     j0: usize,
 ) -> [__m256; C] {
-    let ones = _mm256_set1_epi16(1);
     let nibbles_at = nibbles_at(FIVE);
     let nibble = _mm256_set1_epi8(0x0F);
+    // Q4_K sums eight `maddubs` results in 16 bits, Q5_K four.
+    let flush_every = if FIVE { 4 } else { 8 };
     let mut acc = [_mm256_setzero_ps(); C];
-    let mut quants: [&[i8]; C] = [&[]; C];
-    let mut scales: [&[f32]; C] = [&[]; C];
-    let mut sums: [&[f32]; C] = [&[]; C];
-    for c in 0..C {
-        quants[c] = x.row_quants(j0 + c);
-        scales[c] = x.row_scales(j0 + c);
-        sums[c] = x.row_sums(j0 + c);
-    }
+    let rows: [SuperRow<'_>; C] = std::array::from_fn(|c| x.super_row(j0 + c));
     for sb in 0..w.supers() {
         let data = w.group_super(group, sb).as_ptr();
         // SAFETY: `data` is a whole group super-block (a checked slice), longer than
         // its factors; the features are enabled here.
-        let (d_scale, minus_min) = unsafe { super_block_factors(data) };
-        for pair in 0..SUB_BLOCKS / 2 {
-            let (even, odd) = (sb * SUB_BLOCKS + 2 * pair, sb * SUB_BLOCKS + 2 * pair + 1);
-            // Q4_K: i16 sums (eight products of at most 2·15·128); Q5_K: i32 sums.
-            let mut dots = [[_mm256_setzero_si256(); C]; 2];
+        let factors = unsafe { super_block_factors(data) };
+        let mut a = [_mm256_setzero_si256(); C];
+        for j in 0..SUB_BLOCKS {
+            let block = sb * SUB_BLOCKS + j;
+            let mut dots = [_mm256_setzero_si256(); C];
             for t in 0..8 {
-                // SAFETY: pair `pair < 4` holds eight 32-byte registers after the nibbles'
+                // SAFETY: pair `j / 2 < 4` holds eight 32-byte registers after the nibbles'
                 // start, inside the group super-block of this kind (`FIVE` follows
                 // `w.five_bit()`); Q5_K's eight qh registers lie after QH_AT.
-                let packed = unsafe { _mm256_loadu_si256(data.add(nibbles_at + pair * PAIR_BYTES + t * 32).cast()) };
-                let mut low = _mm256_and_si256(packed, nibble);
-                let mut high = _mm256_and_si256(_mm256_srli_epi16(packed, 4), nibble);
+                let packed = unsafe { _mm256_loadu_si256(data.add(nibbles_at + (j / 2) * PAIR_BYTES + t * 32).cast()) };
+                let shifted = if j % 2 == 0 {
+                    packed
+                } else {
+                    _mm256_srli_epi16(packed, 4)
+                };
+                let mut quants = _mm256_and_si256(shifted, nibble);
                 if FIVE {
                     // SAFETY: as above.
                     let qh = unsafe { _mm256_loadu_si256(data.add(QH_AT + t * 32).cast()) };
-                    low = _mm256_or_si256(low, fifth_bits(qh, 2 * pair));
-                    high = _mm256_or_si256(high, fifth_bits(qh, 2 * pair + 1));
+                    quants = _mm256_or_si256(quants, fifth_bits(qh, j));
                 }
                 for c in 0..C {
-                    // SAFETY: activation blocks `even < odd < w.blocks() == x.blocks()` (the
-                    // caller's contract) are 32 bytes each, and 4t + 4 <= 32.
-                    let (y_even, y_odd) = unsafe {
-                        let row = quants[c].as_ptr();
-                        (
-                            _mm256_set1_epi32(row.add(even * BLOCK + t * 4).cast::<i32>().read_unaligned()),
-                            _mm256_set1_epi32(row.add(odd * BLOCK + t * 4).cast::<i32>().read_unaligned()),
-                        )
+                    // SAFETY: activation block `block < w.blocks() == x.blocks()` (the caller's
+                    // contract) is 32 bytes of the row's super-block quants, and 4t + 4 <= 32.
+                    let y = unsafe {
+                        let at = rows[c].quants.as_ptr().add(block * BLOCK + t * 4);
+                        _mm256_set1_epi32(at.cast::<i32>().read_unaligned())
                     };
-                    let (even_products, odd_products) =
-                        (_mm256_maddubs_epi16(low, y_even), _mm256_maddubs_epi16(high, y_odd));
-                    if FIVE {
-                        dots[0][c] = _mm256_add_epi32(dots[0][c], _mm256_madd_epi16(even_products, ones));
-                        dots[1][c] = _mm256_add_epi32(dots[1][c], _mm256_madd_epi16(odd_products, ones));
-                    } else {
-                        dots[0][c] = _mm256_add_epi16(dots[0][c], even_products);
-                        dots[1][c] = _mm256_add_epi16(dots[1][c], odd_products);
+                    dots[c] = _mm256_add_epi16(dots[c], _mm256_maddubs_epi16(quants, y));
+                }
+                if (t + 1) % flush_every == 0 {
+                    for c in 0..C {
+                        a[c] = _mm256_add_epi32(a[c], _mm256_madd_epi16(dots[c], factors.scales[j]));
+                        dots[c] = _mm256_setzero_si256();
                     }
                 }
             }
-            for (half, b) in [even, odd].into_iter().enumerate() {
-                let j = 2 * pair + half;
-                for c in 0..C {
-                    let dot = if FIVE {
-                        dots[half][c]
-                    } else {
-                        _mm256_madd_epi16(dots[half][c], ones)
-                    };
-                    let factors = (d_scale[j], minus_min[j]);
-                    acc[c] = accumulate_sub_block(acc[c], dot, factors, (scales[c][b], sums[c][b]));
-                }
+        }
+        for c in 0..C {
+            let mut b = _mm256_setzero_si256();
+            for (k, pair) in factors.min_pairs.iter().enumerate() {
+                // SAFETY: run sums `sb·8 + 2k + 1 < 8·w.supers()` of the row lie inside its
+                // `sums32` (the caller's contract: one per 32 activation values).
+                let sums = unsafe {
+                    let at = rows[c].sums32.as_ptr().add(sb * SUB_BLOCKS + 2 * k);
+                    _mm256_set1_epi32(at.cast::<i32>().read_unaligned())
+                };
+                b = _mm256_add_epi32(b, _mm256_madd_epi16(*pair, sums));
             }
+            acc[c] = accumulate_super_block(acc[c], (a[c], b), &factors, rows[c].scales[sb]);
         }
     }
     acc

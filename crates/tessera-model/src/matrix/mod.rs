@@ -9,7 +9,7 @@ use crate::{ModelError, Result};
 use candle_core::quantized::{GgmlDType, QMatMul, QStorage, QTensor};
 use candle_core::{Device, Module, Tensor};
 use std::ops::Range;
-use tessera_kernels::{Format, HalfKind, HalfWeights, KernelError, Path, Q8Activations, Weights};
+use tessera_kernels::{Format, HalfKind, HalfWeights, KernelError, Path, Q8Activations, Quantization, Weights};
 
 /// A `[out, in]` weight matrix, quantized or dense f32.
 #[derive(Debug)]
@@ -427,17 +427,30 @@ impl ParallelMatMul {
         part.row(row - part.offset, self.cols)
     }
 
+    /// The activations' quantizations that the own-kernel parts read (none
+    /// when every part is half precision or candle's).
+    fn quantization(&self) -> Quantization {
+        self.parts
+            .iter()
+            .filter_map(|part| match &part.kernel {
+                Kernel::Tessera { weights, .. } => Some(weights.quantization()),
+                _ => None,
+            })
+            .fold(Quantization::default(), Quantization::union)
+    }
+
     /// `x` is `[n, cols]`; returns `[n, rows]`.
     pub fn forward(&self, x: &[f32], n: usize) -> Result<Vec<f32>> {
         if n >= TOKEN_SPLIT_MIN && self.parts.iter().all(Part::is_own) {
             return self.forward_by_tokens(x, n);
         }
-        let own = self.parts.iter().any(|p| matches!(p.kernel, Kernel::Tessera { .. }));
+        let quantization = self.quantization();
+        let own = quantization != Quantization::default();
         let candle = self.parts.iter().any(|p| matches!(p.kernel, Kernel::Candle(_)));
         let inputs = Inputs {
             x,
             activations: own
-                .then(|| Q8Activations::quantize(x, n, self.cols))
+                .then(|| Q8Activations::quantize_for(x, n, self.cols, quantization))
                 .transpose()
                 .map_err(kernel_error)?,
             tensor: candle
@@ -494,7 +507,8 @@ impl ParallelMatMul {
             match &part.kernel {
                 Kernel::Tessera { weights, .. } => {
                     if activations.is_none() {
-                        activations = Some(Q8Activations::quantize(x, n, self.cols).map_err(kernel_error)?);
+                        let quantized = Q8Activations::quantize_for(x, n, self.cols, self.quantization());
+                        activations = Some(quantized.map_err(kernel_error)?);
                     }
                     let activations = activations.as_ref().ok_or_else(missing_input)?;
                     weights
