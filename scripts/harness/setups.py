@@ -102,7 +102,12 @@ class ClaudeCode:
             # Root may skip permission prompts only inside a sandbox.
             "IS_SANDBOX": "1",
         }
-        return [self.binary, "-p", "--model", "tessera", "--permission-mode", "bypassPermissions", task], env
+        # Its Agent and Skill tools each add a fixed `system` turn (the agent types, 6 kB; the skills,
+        # 4.5 kB) after the task's text, where no prefix cache can reuse it: with them, every new task
+        # recomputes ~1.4k tokens at 16k context (86 s here). Without them the task's text is last, and
+        # a new task's first turn computes only that text. A 1.5B model cannot drive sub-agents anyway.
+        return [self.binary, "-p", "--model", "tessera", "--permission-mode", "bypassPermissions",
+                "--disallowedTools=Agent,Skill", task], env
 
 
 class Codex:
