@@ -136,6 +136,25 @@ fn compile(c: &mut Criterion) {
     group.bench_function("50 tools", |b| {
         b.iter(|| CompiledTools::compile(&tools).expect("compiles"))
     });
+    // A set the cache has not seen, whose patterns it has (the server's path for a
+    // new tool list): two lists alternate through a cache that holds one set.
+    let other: Vec<ToolDef> = tools
+        .iter()
+        .map(|tool| ToolDef {
+            description: format!("{} Again.", tool.description),
+            ..tool.clone()
+        })
+        .collect();
+    let one_set = tessera_constrain::ToolSetCache::new(1);
+    let mut flip = false;
+    group.bench_function("50 tools, a new set through a tool-set cache", |b| {
+        b.iter(|| {
+            flip = !flip;
+            one_set
+                .get_or_compile(if flip { &tools } else { &other })
+                .expect("compiles")
+        })
+    });
     let cache = tessera_constrain::ToolSetCache::new(8);
     cache.get_or_compile(&tools).expect("compiles");
     group.bench_function("50 tools, cached by content", |b| {

@@ -8,7 +8,8 @@ mod common;
 use criterion::{criterion_group, criterion_main, Criterion};
 use serde_json::json;
 use std::sync::Arc;
-use tessera_constrain::{tools_prompt, CallFormat, CallMode, CompiledTools, ToolChoice, ToolDef};
+use tessera_api::tools_prompt;
+use tessera_constrain::{CallFormat, CallMode, CompiledTools, ToolChoice, ToolDef};
 use tessera_engine::{Constraint, EngineConfig, EngineHandle, GenerateRequest, ToolConstraint};
 use tessera_model::{ChatMessage, ChatRole, LoadOptions, LoadedModel, ModelLocation};
 

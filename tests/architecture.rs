@@ -30,6 +30,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
             "tessera-kv",
             "thiserror",
             "tokenizers",
+            "toktrie",
             "tracing",
         ],
     ),
@@ -274,19 +275,8 @@ const CORE_ONLY: &[&str] = &[
 /// The sources of the callers that must go through the core: the agent
 /// crate, `tessera generate` and `tessera agent`.
 fn core_callers() -> Vec<std::path::PathBuf> {
-    fn walk(dir: &std::path::Path, out: &mut Vec<std::path::PathBuf>) {
-        for entry in std::fs::read_dir(dir).unwrap().map(Result::unwrap) {
-            let path = entry.path();
-            match path.is_dir() {
-                true => walk(&path, out),
-                false if path.extension().is_some_and(|e| e == "rs") => out.push(path),
-                false => {}
-            }
-        }
-    }
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
-    let mut files = Vec::new();
-    walk(&root.join("crates/tessera-agent/src"), &mut files);
+    let mut files = crate::module_floors::rust_files(&root.join("crates/tessera-agent/src"));
     files.extend(["generate.rs", "agent.rs", "tool_args.rs"].map(|f| root.join("crates/tessera/src").join(f)));
     files
 }

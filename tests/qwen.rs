@@ -14,7 +14,8 @@ use crate::common::reference::{compare, dense_reference_logits, reference_logits
 use serde_json::json;
 use std::sync::Arc;
 use std::sync::OnceLock;
-use tessera_constrain::{tools_prompt, CallFormat, CallMode, CompiledTools, ToolChoice, ToolDef};
+use tessera_api::tools_prompt;
+use tessera_constrain::{CallFormat, CallMode, CompiledTools, ToolChoice, ToolDef};
 use tessera_engine::{Constraint, EngineConfig, EngineHandle, GenerateRequest, ToolConstraint};
 use tessera_model::{ChatMessage, ChatRole, KvDtype, LoadOptions, LoadedModel, ModelLocation};
 

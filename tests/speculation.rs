@@ -9,7 +9,8 @@
 use crate::common::{assert_baseline, chat_prompt, long_prompt, model};
 use crate::tool_calls::{choices, tool_request, tools, PROMPTS};
 use std::sync::Arc;
-use tessera_constrain::{tools_prompt, CallFormat, CompiledTools};
+use tessera_api::tools_prompt;
+use tessera_constrain::{CallFormat, CompiledTools};
 use tessera_engine::{EngineConfig, EngineHandle, EngineMetrics, GenerateRequest, Output, SpeculationConfig};
 use tessera_model::{ChatMessage, ChatRole, LoadOptions};
 use tessera_sample::SamplingParams;

@@ -8,6 +8,8 @@ mod common;
 
 // Structure: the dependency rules of ARCHITECTURE.md.
 mod architecture;
+// Inside the crowded crates: module floors from the sources' imports.
+mod module_floors;
 
 // The model against references: candle's kernels and models, llama.cpp's ids and text.
 mod greedy_text;

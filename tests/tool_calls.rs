@@ -6,9 +6,8 @@
 
 use serde_json::{json, Value};
 use std::sync::Arc;
-use tessera_constrain::{
-    parse_response, tools_prompt, AllowedTool, CallFormat, CallMode, CompiledTools, ToolChoice, ToolDef,
-};
+use tessera_api::tools_prompt;
+use tessera_constrain::{parse_response, AllowedTool, CallFormat, CallMode, CompiledTools, ToolChoice, ToolDef};
 use tessera_engine::{
     Constraint, EngineConfig, EngineError, EngineHandle, Field, FinishReason, GenerateRequest, Output, ToolConstraint,
 };

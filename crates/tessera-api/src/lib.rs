@@ -36,3 +36,4 @@ pub use crate::core::memory::{Reply, ReplyMemory};
 pub use crate::core::pipeline::{Delta, Pipeline, StopScanner};
 pub use crate::core::prompt::{self, replayed_arguments};
 pub use crate::core::request::{ChatRequest, Choice, Message, PastArguments, PastCall, RawRequest, Sampling};
+pub use crate::core::tools_section::tools_prompt;

@@ -4,65 +4,16 @@
 //! set by a trie, the arguments by the tool's schema, then end of turn or
 //! (parallel calls) another call. Byte-level, so a token may straddle the
 //! opener, the name, the literal and the arguments. In `auto` mode the reply
-//! may also open with a bare call ([`crate::bare`]): its head is read as free
+//! may also open with a bare call ([`crate::envelope::bare`]): its head is read as free
 //! text (`Tentative`) and becomes a call only at the arguments' `{`.
 
-use crate::bare::{is_json_space, BareForm, HeadItem};
-use crate::format::Envelope;
+use crate::choice::CallMode;
+use crate::envelope::bare::{is_json_space, BareForm, HeadItem};
+use crate::envelope::format::Envelope;
+use crate::envelope::pieces::Pieces;
 use crate::json::{JsonMachine, JsonState, Stacks};
 use crate::literal::LitNode;
 use crate::tools::{AllowedNames, CompiledTools};
-
-/// Whether and how a response may call tools.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum CallMode {
-    /// Free text; a call can never be completed.
-    None,
-    /// Free text, or a call once the model writes the opener.
-    Auto,
-    /// The response is a call (its start is prefilled).
-    Required,
-}
-
-/// One entry of an allowed-tools list, parsed once where it enters
-/// (`browser_*` is a family, anything else a name).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum AllowedTool {
-    /// The tool of this name.
-    Name(String),
-    /// Every tool whose name starts with this prefix.
-    Family(String),
-}
-
-impl AllowedTool {
-    /// `prefix*` is a family, anything else a name.
-    pub fn parse(text: &str) -> Self {
-        match text.strip_suffix('*') {
-            Some(prefix) => Self::Family(prefix.to_string()),
-            None => Self::Name(text.to_string()),
-        }
-    }
-}
-
-impl std::fmt::Display for AllowedTool {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Self::Name(name) => f.write_str(name),
-            Self::Family(prefix) => write!(f, "{prefix}*"),
-        }
-    }
-}
-
-/// A resolved tool choice.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ToolChoice {
-    /// None, auto or required.
-    pub mode: CallMode,
-    /// Names or families a call may use; `None` = every tool.
-    pub allowed: Option<Vec<AllowedTool>>,
-    /// Whether another call may follow a call.
-    pub parallel: bool,
-}
 
 /// A fixed byte string of the envelope.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -75,7 +26,7 @@ pub(crate) enum Piece {
 }
 
 impl Piece {
-    pub(crate) fn bytes(self, envelope: &Envelope) -> &[u8] {
+    pub(crate) fn bytes(self, envelope: &Pieces) -> &[u8] {
         match self {
             Piece::NameIntro => &envelope.name_intro,
             Piece::ArgsIntro => &envelope.args_intro,
@@ -201,11 +152,11 @@ impl CallMachine<'_> {
 
     /// Free text: special tokens never appear (unless the opener is one), the opener starts a call.
     fn text_byte(&self, matched: u8, byte: u8) -> Option<Phase> {
-        let next = self.envelope.opener_progress(matched as usize, byte);
-        if byte == crate::SPECIAL_TOKEN_MARKER && next == 0 {
+        let next = self.envelope.pieces.opener_progress(matched as usize, byte);
+        if byte == crate::vocab::SPECIAL_TOKEN_MARKER && next == 0 {
             return None;
         }
-        if next < self.envelope.opener.len() {
+        if next < self.envelope.pieces.opener.len() {
             return Some(Phase::Text { matched: next as u8 });
         }
         match self.mode {

@@ -18,33 +18,30 @@
 //! (a mask per lexer state, shared across states): the idea to borrow next.
 #![deny(missing_docs)]
 
-mod bare;
 mod budget;
 mod call;
+mod choice;
+mod envelope;
 mod error;
-mod format;
 mod json;
 mod literal;
 mod matcher;
-mod output;
 mod pattern;
 mod schema;
-mod stream;
 mod tools;
 mod value;
 mod vocab;
 
-pub use call::{AllowedTool, CallMode, ToolChoice};
+pub use choice::{AllowedTool, CallMode, ToolChoice};
+pub use envelope::format::Envelope;
+pub use envelope::output::{parse_response, CallParseError, ParsedResponse, ToolCall};
+pub use envelope::pieces::CallFormat;
+pub use envelope::stream::{CallStreamParser, StreamPiece};
+pub use envelope::syntax::CallSyntax;
 pub use error::ConstrainError;
-pub use format::{CallFormat, Envelope};
 pub use matcher::{RejectedToken, TokenMask, ToolCallMatcher};
-pub use output::{parse_response, tools_prompt, CallParseError, CallSyntax, ParsedResponse, ToolCall};
 pub use pattern::FORMATS as ENFORCED_FORMATS;
 pub use schema::{SchemaOptions, MAX_DEPTH, MAX_PROPERTIES};
-pub use stream::{CallStreamParser, StreamPiece};
 pub use tools::{tools_hash, CompiledTools, ResponseSchema, ToolDef, ToolSetCache, MAX_NAME_LEN};
 pub use value::ValueSchema;
-pub use vocab::Vocabulary;
-
-/// First byte of a special token's bytes (never the first byte of UTF-8 text).
-pub const SPECIAL_TOKEN_MARKER: u8 = 0xFF;
+pub use vocab::{Vocabulary, SPECIAL_TOKEN_MARKER};

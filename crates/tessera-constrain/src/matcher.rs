@@ -5,13 +5,15 @@
 //! few bytes are allowed (names, literals) and the whole trie in free text.
 
 use crate::budget::BudgetMemo;
-use crate::call::{CallMachine, CallMode, CallState, Phase, ToolChoice};
-use crate::format::Envelope;
+use crate::call::{CallMachine, CallState, Phase};
+use crate::choice::{CallMode, ToolChoice};
+use crate::envelope::format::Envelope;
+use crate::envelope::syntax::CallSyntax;
+use crate::error::ConstrainError;
 use crate::json::{JsonState, Lex, Stacks};
-use crate::output::CallSyntax;
 use crate::tools::{AllowedNames, CompiledTools, ResponseSchema};
+use crate::vocab::Vocabulary;
 use crate::vocab::{is_text_structural, Split, SHORT_TOKEN_BYTES};
-use crate::{ConstrainError, Vocabulary};
 use std::collections::HashMap;
 use std::sync::Arc;
 use toktrie::{Recognizer, SimpleVob, TokTrie};
@@ -411,7 +413,9 @@ impl ToolCallMatcher {
         let state = self.state;
         match state.phase {
             // A bare call's head only commits at a `{`: plain tokens never end it otherwise.
-            Phase::Text { matched: 0 } | Phase::Tentative { .. } if is_text_structural(self.envelope.opener[0]) => {
+            Phase::Text { matched: 0 } | Phase::Tentative { .. }
+                if is_text_structural(self.envelope.pieces.opener[0]) =>
+            {
                 Some(&vocab.text)
             }
             Phase::Args if self.machine().json().in_plain_string(state.json, SHORT_TOKEN_BYTES) => Some(&vocab.string),

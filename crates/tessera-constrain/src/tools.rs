@@ -1,10 +1,12 @@
 //! Tool definitions compiled once per tool set, and tool choices resolved
 //! against them into the set of names a call may use.
 
+use crate::choice::AllowedTool;
+use crate::error::ConstrainError;
 use crate::json::Shortest;
 use crate::literal::LiteralTrie;
+use crate::pattern::PatternCache;
 use crate::schema::{NodeId, SchemaArena, SchemaOptions};
-use crate::{AllowedTool, ConstrainError};
 use serde_json::Value;
 use std::hash::{Hash, Hasher};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -155,7 +157,16 @@ impl CompiledTools {
 
     /// [`compile`](Self::compile) with the schemas read as `options` say.
     pub fn compile_with(tools: &[ToolDef], options: SchemaOptions) -> Result<Self, ConstrainError> {
-        let mut arena = SchemaArena::new(options);
+        Self::compile_in(tools, options, Default::default())
+    }
+
+    /// [`compile_with`](Self::compile_with), its patterns compiled in `patterns`.
+    fn compile_in(
+        tools: &[ToolDef],
+        options: SchemaOptions,
+        patterns: Arc<PatternCache>,
+    ) -> Result<Self, ConstrainError> {
+        let mut arena = SchemaArena::new(options, patterns);
         let mut names: Vec<String> = Vec::with_capacity(tools.len());
         let mut roots = Vec::with_capacity(tools.len());
         for (index, tool) in tools.iter().enumerate() {
@@ -166,7 +177,10 @@ impl CompiledTools {
             roots.push(arena.compile_parameters(&tool.name, &tool.parameters)?);
             names.push(tool.name.clone());
         }
-        let shortest = arena.finish_and_check(names.iter().map(String::as_str).zip(roots.iter().copied()))?;
+        let shortest = crate::json::finish::finish_and_check(
+            &mut arena,
+            names.iter().map(String::as_str).zip(roots.iter().copied()),
+        )?;
         Ok(Self {
             names,
             roots,
@@ -235,6 +249,8 @@ pub struct ToolSetCache {
     /// Most recently used last.
     sets: Mutex<Vec<CachedSet>>,
     compiles: AtomicUsize,
+    /// The pattern tables of every set compiled here (not process-wide).
+    patterns: Arc<PatternCache>,
 }
 
 /// One tool list's slot: filled once, by the first request that needs it.
@@ -258,6 +274,7 @@ impl ToolSetCache {
             options,
             sets: Mutex::new(Vec::new()),
             compiles: AtomicUsize::new(0),
+            patterns: Arc::default(),
         }
     }
 
@@ -268,7 +285,7 @@ impl ToolSetCache {
         let slot = self.slot(tools);
         slot.get_or_init(|| {
             self.compiles.fetch_add(1, Ordering::Relaxed);
-            CompiledTools::compile_with(tools, self.options).map(Arc::new)
+            CompiledTools::compile_in(tools, self.options, self.patterns.clone()).map(Arc::new)
         })
         .clone()
     }

@@ -2,9 +2,9 @@
 //! constrains generation: what the conformance suite drives, and a way for a
 //! caller to ask whether a text is a value the constraint would produce.
 
+use crate::error::ConstrainError;
 use crate::json::Shortest;
 use crate::schema::{NodeId, SchemaArena, SchemaOptions};
-use crate::ConstrainError;
 use serde_json::Value;
 
 /// A compiled schema for a whole JSON value (any root type).
@@ -19,9 +19,9 @@ impl ValueSchema {
     /// Compile `schema`; refused keywords and invalid schemas are errors naming
     /// the keyword and its JSON pointer (`name` stands for the tool).
     pub fn compile(name: &str, schema: &Value, options: SchemaOptions) -> Result<Self, ConstrainError> {
-        let mut arena = SchemaArena::new(options);
+        let mut arena = SchemaArena::new(options, Default::default());
         let root = arena.compile_value(name, schema)?;
-        let shortest = arena.finish_and_check([(name, root)])?;
+        let shortest = crate::json::finish::finish_and_check(&mut arena, [(name, root)])?;
         Ok(Self { arena, root, shortest })
     }
 

@@ -10,6 +10,11 @@
 
 use toktrie::{SimpleVob, TokRxInfo, TokTrie};
 
+/// Marks a special token's bytes: `0xFF`, then the token's text (llguidance's
+/// convention, defined once by `toktrie`: no text token starts with `0xFF`,
+/// which is never valid UTF-8). `tessera-model` writes token bytes with it.
+pub const SPECIAL_TOKEN_MARKER: u8 = TokTrie::SPECIAL_TOKEN_MARKER;
+
 /// A vocabulary split for one state: plain tokens, and a trie of the others.
 #[derive(Clone)]
 pub(crate) struct Split {
@@ -47,7 +52,7 @@ impl Split {
 /// Bytes that may start a call envelope's opener (see [`crate::CallFormat`]),
 /// and the special-token marker: free-text tokens without any are plain.
 pub(crate) fn is_text_structural(byte: u8) -> bool {
-    matches!(byte, b'<' | b'[' | b'{' | crate::SPECIAL_TOKEN_MARKER)
+    matches!(byte, b'<' | b'[' | b'{' | SPECIAL_TOKEN_MARKER)
 }
 
 /// A tokenizer's vocabulary as a byte trie.
@@ -94,7 +99,7 @@ impl Vocabulary {
         let string = Split::new(
             &trie,
             token_bytes,
-            |b| b == b'"' || b == b'\\' || b < 0x20 || b == crate::SPECIAL_TOKEN_MARKER,
+            |b| b == b'"' || b == b'\\' || b < 0x20 || b == SPECIAL_TOKEN_MARKER,
             |bytes| std::str::from_utf8(bytes).is_ok(),
         );
         let long_string_tokens = (0..token_bytes.len() as u32)

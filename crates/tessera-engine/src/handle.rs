@@ -129,7 +129,7 @@ impl EngineHandle {
     }
 
     /// How this model writes tool calls (its template's form, Hermes by default):
-    /// describe tools to it with `tessera_constrain::tools_prompt(tools, format)`.
+    /// describe tools to it with `tessera_api::tools_prompt(tools, format)` (the layer above).
     pub fn call_format(&self) -> CallFormat {
         self.shared.envelope.format()
     }

@@ -11,9 +11,9 @@
 //! Llama-family K/V stay orders of magnitude below it, and `--kv-dtype f32` is
 //! there for models that do not.
 //! Memory: `2 × layers × blocks × block_size × kv_heads × head_dim × bytes` (2 or 4).
-//! With `--device cuda` the same layout lives in device memory ([`DeviceKv`]).
+//! With `--device cuda` the same layout lives in device memory (`device::DeviceKv`;
+//! [`KvCache`](crate::KvCache) holds either).
 
-use crate::device::{DeviceKv, DeviceSpec};
 use crate::{ModelConfig, ModelError, Result};
 use half::f16;
 use half::slice::HalfFloatSliceExt;
@@ -253,145 +253,57 @@ impl LayerKv {
     }
 }
 
-/// The whole model's K/V storage, in host memory (the CPU path) or on a device.
+/// The whole model's K/V pools in host memory (the CPU path): one
+/// [`LayerKv`] per layer. [`KvCache`](crate::KvCache) holds these or a
+/// device's pools.
 #[derive(Debug)]
-pub struct KvCache {
-    layout: KvLayout,
-    dtype: KvDtype,
-    store: KvStore,
+pub(crate) struct HostKv {
+    layers: Vec<LayerKv>,
 }
 
-#[derive(Debug)]
-enum KvStore {
-    Host(Vec<LayerKv>),
-    Device(DeviceKv),
-}
-
-impl KvCache {
-    /// Zeroed storage for `num_blocks` blocks of `block_size` tokens for `config`'s model.
-    pub fn new(config: &ModelConfig, num_blocks: usize, block_size: usize, dtype: KvDtype) -> Result<Self> {
-        let layout = KvLayout::checked(config, num_blocks, block_size)?;
-        let len = num_blocks * layout.block_len();
-        let layers = (0..config.num_layers).map(|_| LayerKv::zeroed(dtype, len)).collect();
-        Ok(Self {
-            layout,
-            dtype,
-            store: KvStore::Host(layers),
-        })
-    }
-
-    /// Wrap device pools (see [`crate::Model::new_kv_cache`]).
-    pub(crate) fn on_device(kv: DeviceKv, layout: KvLayout, dtype: KvDtype) -> Self {
+impl HostKv {
+    /// Zeroed pools for `num_layers` layers of `layout`'s blocks.
+    pub fn zeroed(layout: KvLayout, num_layers: usize, dtype: KvDtype) -> Self {
+        let len = layout.num_blocks * layout.block_len();
         Self {
-            layout,
-            dtype,
-            store: KvStore::Device(kv),
+            layers: (0..num_layers).map(|_| LayerKv::zeroed(dtype, len)).collect(),
         }
     }
 
-    /// Where the pools live.
-    pub fn device(&self) -> DeviceSpec {
-        match &self.store {
-            KvStore::Host(_) => DeviceSpec::Cpu,
-            KvStore::Device(kv) => kv.spec(),
-        }
+    /// Every layer's pools.
+    pub fn layers_mut(&mut self) -> &mut [LayerKv] {
+        &mut self.layers
     }
 
-    /// The host pools, `None` when they live on a device.
-    pub(crate) fn host_layers_mut(&mut self) -> Option<&mut [LayerKv]> {
-        match &mut self.store {
-            KvStore::Host(layers) => Some(layers),
-            KvStore::Device(_) => None,
-        }
-    }
-
-    /// The device pools, `None` when they live in host memory.
-    pub(crate) fn device_pools(&self) -> Option<&DeviceKv> {
-        match &self.store {
-            KvStore::Host(_) => None,
-            KvStore::Device(kv) => Some(kv),
-        }
-    }
-
-    /// Bytes needed per token slot across all layers (K and V).
-    pub fn bytes_per_token(config: &ModelConfig, dtype: KvDtype) -> usize {
-        2 * config.num_layers * config.num_kv_heads * config.head_dim * dtype.bytes()
-    }
-
-    /// Bytes the K/V pools hold, all layers (what the cache actually allocated).
-    pub fn allocated_bytes(&self) -> usize {
-        2 * self.num_layers() * self.layout.num_blocks * self.layout.block_len() * self.dtype.bytes()
-    }
-
-    /// The cache's shape.
-    pub fn layout(&self) -> KvLayout {
-        self.layout
-    }
-
-    /// The pools' element type.
-    pub fn dtype(&self) -> KvDtype {
-        self.dtype
-    }
-
-    /// One layer's host pools (`None` when the pools live on a device).
+    /// One layer's pools.
     pub fn layer(&self, index: usize) -> Option<&LayerKv> {
-        match &self.store {
-            KvStore::Host(layers) => layers.get(index),
-            KvStore::Device(_) => None,
-        }
-    }
-
-    /// Append one layer's K then V rows of `block` (all KV heads, every slot) as
-    /// little-endian bytes: `2 × block_len × dtype bytes` of them.
-    pub fn append_block_bytes(&self, layer: usize, block: BlockId, out: &mut Vec<u8>) -> Result<()> {
-        let len = self.layout.block_len();
-        match &self.store {
-            KvStore::Host(layers) => layers[layer].append_le_bytes(block.index() * len, len, out),
-            KvStore::Device(kv) => kv.append_block_bytes(layer, block, out)?,
-        }
-        Ok(())
-    }
-
-    /// Overwrite one layer's K and V rows of `block` from bytes written by
-    /// [`append_block_bytes`](Self::append_block_bytes).
-    pub fn set_block_bytes(&mut self, layer: usize, block: BlockId, bytes: &[u8]) -> Result<()> {
-        let len = self.layout.block_len();
-        match &mut self.store {
-            KvStore::Host(layers) => layers[layer].read_le_bytes(block.index() * len, len, bytes),
-            KvStore::Device(kv) => kv.set_block_bytes(layer, block, bytes)?,
-        }
-        Ok(())
-    }
-
-    /// Bytes one layer's block takes in [`append_block_bytes`](Self::append_block_bytes).
-    pub fn block_bytes_len(&self) -> usize {
-        2 * self.layout.block_len() * self.dtype.bytes()
+        self.layers.get(index)
     }
 
     /// Number of layers.
     pub fn num_layers(&self) -> usize {
-        match &self.store {
-            KvStore::Host(layers) => layers.len(),
-            KvStore::Device(kv) => kv.num_layers(),
-        }
+        self.layers.len()
     }
 
-    /// Copy the first `num_slots` token rows of `src` into `dst`, in every layer
-    /// (copy-on-write of a partially shared block). On a device the whole block is
-    /// copied (the rows past `num_slots` are written before they are read).
-    pub fn copy_block_prefix(&mut self, src: BlockId, dst: BlockId, num_slots: usize) -> Result<()> {
-        let layout = self.layout;
+    /// Append one layer's K then V rows of `block` as little-endian bytes.
+    pub fn append_block_bytes(&self, layout: KvLayout, layer: usize, block: BlockId, out: &mut Vec<u8>) {
+        let len = layout.block_len();
+        self.layers[layer].append_le_bytes(block.index() * len, len, out)
+    }
+
+    /// Overwrite one layer's K and V rows of `block` from such bytes.
+    pub fn set_block_bytes(&mut self, layout: KvLayout, layer: usize, block: BlockId, bytes: &[u8]) {
+        let len = layout.block_len();
+        self.layers[layer].read_le_bytes(block.index() * len, len, bytes)
+    }
+
+    /// Copy the first `num_slots` token rows of `src` into `dst`, in every layer.
+    pub fn copy_block_prefix(&mut self, layout: KvLayout, src: BlockId, dst: BlockId, num_slots: usize) {
         let len = num_slots.min(layout.block_size) * layout.head_dim;
-        match &mut self.store {
-            KvStore::Host(layers) => {
-                for pools in layers {
-                    for head in 0..layout.num_kv_heads {
-                        pools.copy_within(layout.tile_offset(src, head), len, layout.tile_offset(dst, head));
-                    }
-                }
+        for pools in &mut self.layers {
+            for head in 0..layout.num_kv_heads {
+                pools.copy_within(layout.tile_offset(src, head), len, layout.tile_offset(dst, head));
             }
-            KvStore::Device(kv) => kv.copy_block(src, dst)?,
         }
-        Ok(())
     }
 }

@@ -12,6 +12,7 @@
 
 pub mod attention;
 mod batch;
+mod cache;
 mod config;
 pub mod device;
 mod error;
@@ -36,11 +37,12 @@ mod tokenizer;
 mod weights;
 
 pub use batch::{Logits, LogitsFor, SeqInput};
+pub use cache::KvCache;
 pub use config::{Architecture, ModelConfig};
 pub use device::{DeviceError, DeviceSpec};
 pub use error::{ModelError, Result};
 pub use gguf::GgufSource;
-pub use kv_cache::{KvCache, KvDtype, KvLayout, LayerKv};
+pub use kv_cache::{KvDtype, KvLayout, LayerKv};
 pub use kv_persist::{load_prefix_cache, model_fingerprint, save_prefix_cache, PersistError};
 pub use model::Model;
 pub use protect::Protected;
@@ -49,7 +51,6 @@ pub use sequence::{Runtime, Sequence};
 pub use shipped::{default_model, shipped_model, ShippedModel, SHIPPED_MODELS};
 pub use source::{hf_hub_cache_dir, load_spec, resolve_offline, resolve_offline_in, ModelLocation, ResolveError};
 pub use template::{ChatMessage, ChatRole, ChatTemplate, CHATML_TEMPLATE};
-pub use token_bytes::SPECIAL_TOKEN_MARKER;
 pub use tokenizer::{GgufVocab, TextStream, Tokenizer};
 
 use std::path::PathBuf;

@@ -4,9 +4,10 @@
 //! [`KvCache`], whose pools live where the model runs.
 
 use crate::batch::{Logits, SeqInput};
+use crate::cache::KvCache;
 use crate::device::{DeviceModel, DeviceSpec};
 use crate::host::{Block, HostModel};
-use crate::kv_cache::{KvCache, KvDtype, KvLayout};
+use crate::kv_cache::{KvDtype, KvLayout};
 use crate::layers::{Embedding, Linear, RmsNorm};
 use crate::{ModelConfig, ModelError, Result};
 

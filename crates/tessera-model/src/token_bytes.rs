@@ -9,9 +9,7 @@
 use crate::Tokenizer;
 use std::collections::HashMap;
 use tokenizers::DecoderWrapper;
-
-/// Marks a special token's bytes.
-pub const SPECIAL_TOKEN_MARKER: u8 = 0xFF;
+use toktrie::TokTrie;
 
 /// GPT-2's byte → char table, inverted: char → byte.
 fn byte_level_decoder() -> HashMap<char, u8> {
@@ -38,7 +36,7 @@ fn byte_fallback(token: &str) -> Option<u8> {
 
 impl Tokenizer {
     /// The bytes each id stands for, indexed by id (special tokens marked with
-    /// [`SPECIAL_TOKEN_MARKER`]; ids without a token are empty).
+    /// `toktrie`'s [`TokTrie::SPECIAL_TOKEN_MARKER`], the convention's one definition; ids without a token are empty).
     pub fn token_bytes(&self) -> Vec<Vec<u8>> {
         let specials: HashMap<u32, String> = self
             .inner
@@ -52,7 +50,7 @@ impl Tokenizer {
         (0..self.vocab_size() as u32)
             .map(|id| {
                 if let Some(text) = specials.get(&id) {
-                    return [&[SPECIAL_TOKEN_MARKER], text.as_bytes()].concat();
+                    return [&[TokTrie::SPECIAL_TOKEN_MARKER], text.as_bytes()].concat();
                 }
                 let Some(token) = self.inner.id_to_token(id) else {
                     return Vec::new();

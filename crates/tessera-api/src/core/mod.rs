@@ -12,3 +12,4 @@ pub mod memory;
 pub mod pipeline;
 pub mod prompt;
 pub mod request;
+pub mod tools_section;

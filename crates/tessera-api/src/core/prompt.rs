@@ -10,9 +10,10 @@
 
 use super::memory::{canonical, ReplyMemory};
 use super::request::{Message, PastArguments, PastCall};
+use super::tools_section::tools_prompt;
 use crate::InvalidRequest;
 use serde_json::Value;
-use tessera_constrain::{tools_prompt, CallFormat, Envelope, ToolDef};
+use tessera_constrain::{CallFormat, Envelope, ToolDef};
 use tessera_model::{ChatMessage, ChatRole, Protected};
 
 /// What rendering needs besides the messages.

@@ -15,6 +15,7 @@
 
 mod complete;
 mod exclusive;
+pub(crate) mod finish;
 mod keys;
 mod machine;
 mod number;
@@ -23,7 +24,6 @@ mod text;
 
 pub(crate) use complete::CompletionMemo;
 pub(crate) use machine::JsonMachine;
-pub(crate) use number::is_canonical;
 pub(crate) use shortest::Shortest;
 
 use crate::literal::LitNode;

@@ -11,19 +11,17 @@
 //! every alternative must judge the value, not its spelling) has one spelling
 //! per value: no exponent, no trailing zero in a fraction (an integral value
 //! has no fraction), no `-0`, at most 18 integer and 18 fraction digits (so
-//! an integer fits an i64 and a fraction the scale); see [`is_canonical`].
+//! an integer fits an i64 and a fraction the scale); see
+//! [`is_canonical`](crate::schema::spelling::is_canonical).
 
 use super::NumAt;
+use crate::schema::spelling::{MAX_FRAC_DIGITS, MAX_STRICT_INT_DIGITS};
 use crate::schema::{NumberShape, SCALE};
 
 /// Most integer digits a bounded number may have (i64 has 19).
 const MAX_INT_DIGITS: u16 = 19;
-/// Most fraction digits a bounded number may have (the scale).
-const MAX_FRAC_DIGITS: u16 = 18;
 /// A free number's magnitude stays below 10^this.
 const MAX_DECIMAL_EXPONENT: u16 = 308;
-/// Most integer digits of a strict number (below i64's range).
-const MAX_STRICT_INT_DIGITS: u16 = 18;
 /// Most integer and fraction digits of a number without bounds.
 const MAX_FREE_INT_DIGITS: u16 = 20;
 const MAX_FREE_FRAC_DIGITS: u16 = 24;
@@ -212,21 +210,6 @@ impl NumLex {
     }
 }
 
-/// Whether `text` is a number in the one spelling strict numbers have (see the module's notes).
-pub(crate) fn is_canonical(text: &[u8]) -> bool {
-    let Ok(text) = std::str::from_utf8(text) else {
-        return false;
-    };
-    let digits = text.strip_prefix('-').unwrap_or(text);
-    let (int, frac) = digits.split_once('.').unwrap_or((digits, ""));
-    let fraction_ok = !digits.ends_with('.') && !frac.ends_with('0') && frac.len() <= MAX_FRAC_DIGITS as usize;
-    let int_ok =
-        !int.is_empty() && int.len() <= MAX_STRICT_INT_DIGITS as usize && (int == "0" || !int.starts_with('0'));
-    let all_digits = int.bytes().chain(frac.bytes()).all(|b| b.is_ascii_digit());
-    let negative_zero = text.starts_with('-') && int == "0" && frac.is_empty();
-    all_digits && int_ok && fraction_ok && !negative_zero
-}
-
 /// Up to one interval per integer digit still possible.
 #[derive(Default)]
 struct Reach {
@@ -248,6 +231,7 @@ impl Reach {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::schema::spelling::is_canonical;
     use crate::schema::SCALE;
 
     /// Whether `text` (then a `,`) is a complete number of `shape`.

@@ -4,8 +4,7 @@
 //! compiled once per process. Other formats are refused by the compiler.
 
 use super::{Dfa, PatternError};
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::Arc;
 
 /// The `format`s asserted (any other is refused unless lenient; OpenAPI's
 /// number formats hold by construction).
@@ -25,23 +24,20 @@ pub const FORMATS: [&str; 9] = [
 const HOSTNAME_MAX: u32 = 253;
 
 /// The table of a format and the longest string it allows (`None`: the format
-/// is not one of [`FORMATS`]).
+/// is not one of [`FORMATS`]), compiled anew (a
+/// [`PatternCache`](super::cache::PatternCache) keeps it).
 pub(crate) fn format_pattern(name: &str) -> Option<Result<(Arc<Dfa>, u32), PatternError>> {
     let regex = regex_of(name)?;
-    let max_len = if name == "hostname" { HOSTNAME_MAX } else { u32::MAX };
-    static CACHE: OnceLock<Mutex<HashMap<String, Arc<Dfa>>>> = OnceLock::new();
-    let cache = CACHE.get_or_init(Default::default);
-    if let Some(dfa) = cache.lock().ok().and_then(|c| c.get(name).cloned()) {
-        return Some(Ok((dfa, max_len)));
+    Some(Dfa::from_regex(&regex).map(|dfa| (Arc::new(dfa), max_len_of(name))))
+}
+
+/// The longest string format `name` allows.
+pub(crate) fn max_len_of(name: &str) -> u32 {
+    if name == "hostname" {
+        HOSTNAME_MAX
+    } else {
+        u32::MAX
     }
-    let dfa = match Dfa::from_regex(&regex) {
-        Ok(dfa) => Arc::new(dfa),
-        Err(error) => return Some(Err(error)),
-    };
-    if let Ok(mut cache) = cache.lock() {
-        cache.insert(name.to_string(), dfa.clone());
-    }
-    Some(Ok((dfa, max_len)))
 }
 
 fn regex_of(name: &str) -> Option<String> {

@@ -9,12 +9,13 @@
 //! Two patterns on one string (`allOf`, or `pattern` with `format`) become
 //! their product table, so the automaton still holds one state per string.
 
+pub(crate) mod cache;
 mod ecma;
 mod formats;
 mod keys;
 mod lengths;
 
-pub(crate) use formats::format_pattern;
+pub(crate) use cache::PatternCache;
 pub use formats::FORMATS;
 pub(crate) use keys::{KeyDfa, KeyEnd, MAX_KEY_PATTERNS};
 pub(crate) use lengths::PatternUse;
@@ -24,7 +25,7 @@ use regex_automata::util::primitives::StateID;
 use regex_automata::util::{start, syntax};
 use regex_automata::{Anchored, MatchKind};
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::Arc;
 
 /// No state: the text can no longer match.
 pub(crate) const DEAD: u32 = u32::MAX;
@@ -53,22 +54,10 @@ pub(crate) struct PatternError(pub String);
 
 impl Dfa {
     /// The table of an ECMA-262 `pattern` (matched anywhere in the text, as
-    /// JSON Schema reads it), cached by its source.
+    /// JSON Schema reads it), compiled anew (a [`PatternCache`](cache::PatternCache) keeps it).
     pub fn ecma(source: &str) -> Result<Arc<Dfa>, PatternError> {
-        static CACHE: OnceLock<Mutex<HashMap<String, Arc<Dfa>>>> = OnceLock::new();
-        let cache = CACHE.get_or_init(Default::default);
-        if let Some(dfa) = cache.lock().ok().and_then(|c| c.get(source).cloned()) {
-            return Ok(dfa);
-        }
         let translated = ecma::translate(source)?;
-        let dfa = Arc::new(Self::from_regex(&format!("(?s:.)*(?:{translated})(?s:.)*"))?);
-        if let Ok(mut cache) = cache.lock() {
-            if cache.len() >= 1024 {
-                cache.clear();
-            }
-            cache.insert(source.to_string(), dfa.clone());
-        }
-        Ok(dfa)
+        Ok(Arc::new(Self::from_regex(&format!("(?s:.)*(?:{translated})(?s:.)*"))?))
     }
 
     /// The table of a regex (Rust `regex` syntax) that must match the whole text.

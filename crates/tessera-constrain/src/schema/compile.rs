@@ -12,7 +12,7 @@
 use super::merge::Merger;
 use super::refs::Document;
 use super::{ArrayShape, Node, NodeId, ObjectRules, SchemaArena, MAX_DEPTH, MAX_MIN_ITEMS, MAX_PROPERTIES};
-use crate::ConstrainError;
+use crate::error::ConstrainError;
 use serde_json::{Map, Value};
 use std::collections::HashMap;
 

@@ -1,87 +1,12 @@
 //! What a schema needs once compiled: how deep a shortest value of each node
 //! nests (the automaton opens a container only where its value can still
-//! close within [`MAX_DEPTH`]), its shortest values, and the roots refused
-//! for having no value that ends.
+//! close within [`MAX_DEPTH`](super::MAX_DEPTH)). The shortest values
+//! themselves, and the roots refused for having no value that ends, are the
+//! automaton's floor's (`json::finish`).
 
-use super::{Node, NodeId, SchemaArena, MAX_DEPTH, MAX_SHORTEST_BYTES};
-use crate::json::Shortest;
-use crate::ConstrainError;
-use std::collections::HashMap;
-
-/// Containers a JSON text nests (brackets outside strings).
-fn nesting(text: &[u8]) -> u32 {
-    let (mut depth, mut deepest, mut in_string, mut escaped) = (0u32, 0u32, false, false);
-    for &byte in text {
-        match (in_string, escaped, byte) {
-            (true, true, _) => escaped = false,
-            (true, false, b'\\') => escaped = true,
-            (true, false, b'"') | (false, _, b'"') => in_string = !in_string,
-            (false, _, b'{' | b'[') => {
-                depth += 1;
-                deepest = deepest.max(depth);
-            }
-            (false, _, b'}' | b']') => depth = depth.saturating_sub(1),
-            _ => {}
-        }
-    }
-    deepest
-}
+use super::{Node, NodeId, SchemaArena};
 
 impl SchemaArena {
-    /// Once every schema is compiled: [`finish`](Self::finish) the depth
-    /// figures and find the shortest values; an overlapping `oneOf` needs at
-    /// least the depth of the value found for it (its alternatives' own
-    /// shortest values may match two of them), and one with no value found
-    /// (`oneOf: [true, true]`) can never be entered.
-    /// Refuse a root no value of which closes within [`MAX_DEPTH`] (a
-    /// recursion with no way out, or no value at all). `roots`: (tool, root).
-    pub fn finish_and_check<'t>(
-        &mut self,
-        roots: impl IntoIterator<Item = (&'t str, NodeId)>,
-    ) -> Result<Shortest, ConstrainError> {
-        self.finish();
-        let mut shortest = Shortest::new(self);
-        let floors: HashMap<NodeId, u32> = (0..self.nodes.len() as NodeId)
-            .filter(|&n| matches!(self.nodes[n as usize], Node::OneOf(_)))
-            .map(|n| (n, shortest.value(n).map_or(u32::MAX, nesting)))
-            .filter(|&(n, floor)| floor > self.need(n))
-            .collect();
-        if !floors.is_empty() {
-            self.one_of_floor = floors;
-            self.finish();
-            shortest = Shortest::new(self);
-        }
-        // One bound for the whole arena, named by the set's first tool.
-        let roots: Vec<(&str, NodeId)> = roots.into_iter().collect();
-        let longest = shortest.longest();
-        if let Some((tool, _)) = roots.first().filter(|_| longest > MAX_SHORTEST_BYTES) {
-            return Err(ConstrainError::InvalidSchema {
-                tool: tool.to_string(),
-                path: "/".into(),
-                message: format!(
-                    "a value in this schema (or another of its tool set) is {longest} bytes at its shortest \
-                     (minimum counts and lengths multiply through nesting), over the limit of \
-                     {MAX_SHORTEST_BYTES}"
-                ),
-            });
-        }
-        for (tool, root) in roots {
-            if self.need(root) > MAX_DEPTH {
-                return Err(ConstrainError::InvalidSchema {
-                    tool: tool.to_string(),
-                    path: "/".into(),
-                    message: format!(
-                        "every value nests containers more than {MAX_DEPTH} deep, or never ends (a recursive `$ref` \
-                         with no way out), or no value was found that exactly one alternative of a `oneOf` accepts \
-                         (inside a `oneOf`, objects are open as JSON Schema reads them: `required` or \
-                         `additionalProperties: false` tells alternatives apart)"
-                    ),
-                });
-            }
-        }
-        Ok(shortest)
-    }
-
     /// Compute [`depth_need`](Self::depth_need) for every node (a fixpoint:
     /// recursive shapes converge from "never ends" down).
     pub fn finish(&mut self) {

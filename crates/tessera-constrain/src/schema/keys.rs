@@ -4,8 +4,8 @@
 
 use super::compile::{At, Compiler};
 use super::{KeyRules, Node, NodeId};
+use crate::error::ConstrainError;
 use crate::pattern::{Dfa, KeyDfa, MAX_KEY_PATTERNS};
-use crate::ConstrainError;
 use serde_json::{Map, Value};
 use std::sync::Arc;
 
@@ -36,7 +36,7 @@ impl Compiler<'_> {
         let mut patterns = Vec::new();
         for (source, schema) in entries {
             let at = at.child(source);
-            match Dfa::ecma(source) {
+            match self.arena.pattern_cache.ecma(source) {
                 Ok(dfa) => patterns.push((dfa, self.compile(schema, &at)?)),
                 // Lenient: keys it would match fall to additionalProperties (fewer values, never invalid ones).
                 Err(why) => self.unsupported(&at, "patternProperties", &format!("the pattern {}", why.0))?,
@@ -84,7 +84,7 @@ impl Compiler<'_> {
         let at = at.child("propertyNames");
         let compiled = self.compile(schema, &at)?;
         let node = self.string_part(compiled);
-        let nothing = || Dfa::ecma("^[]$").map_err(|why| at.error(why.0));
+        let nothing = || self.arena.pattern_cache.ecma("^[]$").map_err(|why| at.error(why.0));
         match self.arena.nodes[node as usize].clone() {
             Node::Any => Ok(None),
             Node::String(shape) => {

@@ -5,7 +5,7 @@
 
 use super::compile::{types, At};
 use super::{lcm, ArrayShape, Node, NodeId, NumberShape, ObjectRules, ObjectShape, SchemaArena, StringSpec};
-use crate::ConstrainError;
+use crate::error::ConstrainError;
 use std::collections::HashMap;
 use std::sync::Arc;
 
@@ -274,7 +274,7 @@ fn literals_outside(arena: &SchemaArena, trie: u32, node: NodeId) -> bool {
     !reaches_pending(arena, node)
         && arena.tries[trie as usize].strings().iter().all(|text| {
             let number = text.first().is_some_and(|b| *b == b'-' || b.is_ascii_digit());
-            match number && !crate::json::is_canonical(text) {
+            match number && !super::spelling::is_canonical(text) {
                 true => has_strict_spelling(text) || !numbers,
                 false => !crate::json::accepts(arena, None, node, text),
             }
@@ -289,7 +289,7 @@ fn has_strict_spelling(text: &[u8]) -> bool {
         .is_some_and(|value| {
             super::values::spellings(&value)
                 .iter()
-                .any(|s| crate::json::is_canonical(s.as_bytes()))
+                .any(|s| super::spelling::is_canonical(s.as_bytes()))
         })
 }
 

@@ -24,15 +24,16 @@ mod keys;
 mod merge;
 mod numbers;
 mod refs;
+pub(crate) mod spelling;
 mod strings;
 mod values;
 
-use crate::json::is_canonical;
+use crate::error::ConstrainError;
 use crate::literal::LiteralTrie;
-use crate::pattern::{Dfa, KeyDfa, PatternUse};
-use crate::ConstrainError;
+use crate::pattern::{Dfa, KeyDfa, PatternCache, PatternUse};
 use compile::Compiler;
 use serde_json::Value;
+use spelling::is_canonical;
 use std::collections::HashMap;
 use std::sync::Arc;
 
@@ -281,7 +282,7 @@ pub(crate) struct SchemaArena {
     pub nodes: Vec<Node>,
     pub tries: Vec<LiteralTrie>,
     /// Per literal trie whose numbers are not all in the strict spelling
-    /// (`json::number::is_canonical`): the trie of its strictly spelled
+    /// (`spelling::is_canonical`): the trie of its strictly spelled
     /// literals, read inside an overlapping `oneOf`.
     pub strict_tries: HashMap<u32, u32>,
     /// Patterns of string shapes, each with the length bounds of its shape.
@@ -304,10 +305,13 @@ pub(crate) struct SchemaArena {
     /// Keywords ignored (lenient only), one line per (tool, path).
     pub warnings: Vec<String>,
     options: SchemaOptions,
+    /// Pattern tables compiled so far, shared with the owner's other arenas.
+    pub pattern_cache: Arc<PatternCache>,
 }
 
 impl SchemaArena {
-    pub fn new(options: SchemaOptions) -> Self {
+    /// An empty arena whose patterns are compiled in `pattern_cache`.
+    pub fn new(options: SchemaOptions, pattern_cache: Arc<PatternCache>) -> Self {
         let mut arena = Self {
             nodes: vec![Node::Any, Node::Never],
             tries: vec![LiteralTrie::new::<&[u8]>(&[])],
@@ -323,6 +327,7 @@ impl SchemaArena {
             one_of_floor: HashMap::new(),
             warnings: Vec::new(),
             options,
+            pattern_cache,
         };
         arena.any_object = arena.push(Node::Object(ObjectShape {
             names: Vec::new(),

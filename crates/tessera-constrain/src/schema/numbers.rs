@@ -4,7 +4,7 @@
 
 use super::compile::{At, Compiler};
 use super::{lcm, NodeId, NumberShape, SCALE, SCALED_LIMIT};
-use crate::ConstrainError;
+use crate::error::ConstrainError;
 use serde_json::{Map, Number, Value};
 
 /// A bound as the automaton sees it.

@@ -3,8 +3,8 @@
 
 use super::compile::{count, At, Compiler};
 use super::{StringSpec, MAX_LENGTH_BOUND};
-use crate::pattern::{format_pattern, Dfa, FORMATS};
-use crate::ConstrainError;
+use crate::error::ConstrainError;
+use crate::pattern::{Dfa, FORMATS};
 use serde_json::{Map, Value};
 use std::sync::Arc;
 
@@ -46,7 +46,7 @@ impl Compiler<'_> {
         if let Some(source) = map.get("pattern") {
             let at = at.child("pattern");
             let source = source.as_str().ok_or_else(|| at.error("must be a string"))?;
-            match Dfa::ecma(source) {
+            match self.arena.pattern_cache.ecma(source) {
                 Ok(dfa) => found.push(dfa),
                 Err(why) => self.unsupported(&at, "pattern", &format!("the pattern {}", why.0))?,
             }
@@ -54,7 +54,7 @@ impl Compiler<'_> {
         if let Some(name) = map.get("format") {
             let at = at.child("format");
             let name = name.as_str().ok_or_else(|| at.error("must be a string"))?;
-            match format_pattern(name) {
+            match self.arena.pattern_cache.format(name) {
                 Some(Ok((dfa, longest))) => {
                     found.push(dfa);
                     max_len = longest;

@@ -4,7 +4,7 @@
 
 use super::compile::{At, Compiler};
 use super::{ArrayShape, NodeId, ObjectRules};
-use crate::ConstrainError;
+use crate::error::ConstrainError;
 use serde_json::{Map, Value};
 
 impl Compiler<'_> {

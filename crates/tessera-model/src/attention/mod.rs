@@ -102,17 +102,9 @@ macro_rules! attend_fn {
         /// builds). Nothing else: the loop reaches the pools, queries and
         /// states through checked slices, and the primitives take any lengths.
         $(#[$attr])*
-        #[allow(unused_unsafe, clippy::too_many_arguments)] // the portable builds' primitives are safe
-        unsafe fn $name(
-            scale: f32,
-            layout: KvLayout,
-            seq: &AttentionSeq<'_>,
-            item: WorkItem,
-            q: &[f32],
-            keys: &[$elem],
-            values: &[$elem],
-            partial: &mut [f32],
-        ) {
+        #[allow(unused_unsafe)] // the portable builds' primitives are safe
+        unsafe fn $name(at: &AttendItem<'_, '_>, keys: &[$elem], values: &[$elem], partial: &mut [f32]) {
+            let AttendItem { scale, layout, seq, item, q } = *at;
             attend_body!($scores, $max, $exp, $axpy_rows, scale, layout, seq, item, q, keys, values, partial)
         }
     };
@@ -210,6 +202,18 @@ struct WorkItem {
     keys: (usize, usize),
 }
 
+/// What one work item's attention reads besides the K/V pools: the score
+/// scale, the pools' layout, its sequence, the item and its query rows
+/// (`[rows, num_heads, head_dim]`).
+#[derive(Clone, Copy)]
+struct AttendItem<'s, 'a> {
+    scale: f32,
+    layout: KvLayout,
+    seq: &'s AttentionSeq<'a>,
+    item: WorkItem,
+    q: &'s [f32],
+}
+
 /// Query rows of one sequence per work item: they read each K/V tile while it
 /// is in L1 (a warm turn's new tokens all attend over the same cached prefix).
 const ROWS_PER_ITEM: usize = 8;
@@ -284,7 +288,14 @@ fn paged_attention_on(
         let first_row = seq.first_row + item.rows.0;
         let q_rows = &q[first_row * row_len..(first_row + item.rows.1) * row_len];
         let partial = &mut partial[..item.rows.1 * group * (dim + 2)];
-        attend_range(builds, shape.scale, layout, seq, item, q_rows, kv, partial);
+        let at = AttendItem {
+            scale: shape.scale,
+            layout,
+            seq,
+            item,
+            q: q_rows,
+        };
+        attend_range(builds, &at, kv, partial);
     });
     merge_partials(plan, &partials, group, dim, shape.num_heads, out);
 }
@@ -323,17 +334,7 @@ fn plan_work(seqs: &[AttentionSeq<'_>], num_kv_heads: usize) -> Vec<WorkItem> {
 /// sees none of the keys keeps `max = −∞`). The AVX2 builds of
 /// the loop inline their primitives (a call per key cost a third of the
 /// attention time); every build does the same arithmetic.
-#[allow(clippy::too_many_arguments)]
-fn attend_range(
-    builds: Builds,
-    scale: f32,
-    layout: KvLayout,
-    seq: &AttentionSeq<'_>,
-    item: WorkItem,
-    q: &[f32],
-    kv: &LayerKv,
-    partial: &mut [f32],
-) {
+fn attend_range(builds: Builds, at: &AttendItem<'_, '_>, kv: &LayerKv, partial: &mut [f32]) {
     #[cfg(target_arch = "x86_64")]
     let (avx2, avx512) = match builds {
         Builds::Detected => (simd::use_avx2(), simd::use_avx512()),
@@ -345,27 +346,19 @@ fn attend_range(
     unsafe {
         match kv {
             #[cfg(target_arch = "x86_64")]
-            LayerKv::F16 { keys, values } if avx512 && pairs::covers(layout.head_dim) => {
-                pairs::attend_f16(scale, layout, seq, item, q, keys, values, partial)
+            LayerKv::F16 { keys, values } if avx512 && pairs::covers(at.layout.head_dim) => {
+                pairs::attend_f16(at, keys, values, partial)
             }
             #[cfg(target_arch = "x86_64")]
-            LayerKv::F16 { keys, values } if avx512 => {
-                attend_f16_avx512(scale, layout, seq, item, q, keys, values, partial)
-            }
+            LayerKv::F16 { keys, values } if avx512 => attend_f16_avx512(at, keys, values, partial),
             #[cfg(target_arch = "x86_64")]
-            LayerKv::F32 { keys, values } if avx512 => {
-                attend_f32_avx512(scale, layout, seq, item, q, keys, values, partial)
-            }
+            LayerKv::F32 { keys, values } if avx512 => attend_f32_avx512(at, keys, values, partial),
             #[cfg(target_arch = "x86_64")]
-            LayerKv::F16 { keys, values } if avx2 => {
-                attend_f16_avx2(scale, layout, seq, item, q, keys, values, partial)
-            }
+            LayerKv::F16 { keys, values } if avx2 => attend_f16_avx2(at, keys, values, partial),
             #[cfg(target_arch = "x86_64")]
-            LayerKv::F32 { keys, values } if avx2 => {
-                attend_f32_avx2(scale, layout, seq, item, q, keys, values, partial)
-            }
-            LayerKv::F16 { keys, values } => attend_f16(scale, layout, seq, item, q, keys, values, partial),
-            LayerKv::F32 { keys, values } => attend_f32(scale, layout, seq, item, q, keys, values, partial),
+            LayerKv::F32 { keys, values } if avx2 => attend_f32_avx2(at, keys, values, partial),
+            LayerKv::F16 { keys, values } => attend_f16(at, keys, values, partial),
+            LayerKv::F32 { keys, values } => attend_f32(at, keys, values, partial),
         }
     }
 }

@@ -10,7 +10,7 @@
 // Register tiles are indexed by key, head and lane group at once.
 #![allow(clippy::needless_range_loop)]
 
-use super::{AttentionSeq, WorkItem};
+use super::{AttendItem, AttentionSeq, WorkItem};
 use crate::kv_cache::KvLayout;
 use half::f16;
 use std::arch::x86_64::*;
@@ -27,17 +27,14 @@ pub(super) fn covers(dim: usize) -> bool {
 /// the tiles read and write whole 64- or 128-wide heads through unchecked
 /// pointers. (Everything else is reached through checked slices.)
 #[target_feature(enable = "avx2,fma,f16c,avx512f")]
-#[allow(clippy::too_many_arguments)]
-pub(super) unsafe fn attend_f16(
-    scale: f32,
-    layout: KvLayout,
-    seq: &AttentionSeq<'_>,
-    item: WorkItem,
-    q: &[f32],
-    keys: &[f16],
-    values: &[f16],
-    partial: &mut [f32],
-) {
+pub(super) unsafe fn attend_f16(at: &AttendItem<'_, '_>, keys: &[f16], values: &[f16], partial: &mut [f32]) {
+    let AttendItem {
+        scale,
+        layout,
+        seq,
+        item,
+        q,
+    } = *at;
     let tiles = Tiles {
         scale,
         layout,

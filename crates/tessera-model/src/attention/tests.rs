@@ -393,10 +393,17 @@ fn the_avx512_head_pairs_equal_the_avx2_build_bit_for_bit() {
             let q = &f.q[first_row * row_len..(first_row + item.rows.1) * row_len];
             let len = item.rows.1 * group * (dim + 2);
             let (mut want, mut got) = (vec![0f32; len], vec![0f32; len]);
+            let at = AttendItem {
+                scale,
+                layout: case.layout,
+                seq,
+                item: *item,
+                q,
+            };
             // SAFETY: the CPU has AVX-512 F, hence AVX2, FMA and F16C (checked above).
             unsafe {
-                attend_f16_avx2(scale, case.layout, seq, *item, q, keys, values, &mut want);
-                pairs::attend_f16(scale, case.layout, seq, *item, q, keys, values, &mut got);
+                attend_f16_avx2(&at, keys, values, &mut want);
+                pairs::attend_f16(&at, keys, values, &mut got);
             }
             let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
             assert_eq!(bits(&got), bits(&want), "dim {dim}, group {group}, item {item:?}");

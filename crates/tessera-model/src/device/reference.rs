@@ -81,7 +81,10 @@ pub fn paged_attention<T: KvElement>(
             let first_head = row * shape.num_heads + kv_head * group;
             let queries = &q[first_head * dim..(first_head + group) * dim];
             let partials: Vec<Vec<PartialState>> = (0..meta.partitions)
-                .map(|part| attend_partition(shape.scale, layout, meta, row, kv_head, part, queries, (keys, values)))
+                .map(|part| {
+                    let block = ThreadBlock { row, kv_head, part };
+                    attend_partition(shape.scale, layout, meta, block, queries, (keys, values))
+                })
                 .collect();
             for g in 0..group {
                 let dst = &mut out[(first_head + g) * dim..(first_head + g + 1) * dim];
@@ -92,15 +95,20 @@ pub fn paged_attention<T: KvElement>(
     out
 }
 
-/// What one CUDA thread block computes: partition `part` of `row`'s keys for one KV head.
-#[allow(clippy::too_many_arguments)]
+/// Which work one CUDA thread block does: partition `part` of `row`'s keys for one KV head.
+#[derive(Clone, Copy)]
+struct ThreadBlock {
+    row: usize,
+    kv_head: usize,
+    part: usize,
+}
+
+/// What one CUDA thread block computes.
 fn attend_partition<T: KvElement>(
     scale: f32,
     layout: KvLayout,
     meta: &KernelMeta,
-    row: usize,
-    kv_head: usize,
-    part: usize,
+    ThreadBlock { row, kv_head, part }: ThreadBlock,
     queries: &[f32],
     (keys, values): (&[T], &[T]),
 ) -> Vec<PartialState> {

@@ -5,8 +5,10 @@
 //! concatenated pieces equal what [`parse_response`](crate::parse_response)
 //! finds in the whole text (arguments as written, not yet canonical).
 
-use crate::bare::{head_match, BareForm, HeadMatch};
-use crate::{CallFormat, CallSyntax, Envelope};
+use super::bare::{head_match, BareForm, HeadMatch};
+use super::format::Envelope;
+use super::pieces::CallFormat;
+use super::syntax::CallSyntax;
 use std::sync::Arc;
 
 /// One piece of a streamed response.
@@ -62,6 +64,13 @@ pub struct CallStreamParser {
     bare_names: Arc<[String]>,
     /// Whether a bare call may start here (the reply's start).
     bare_here: bool,
+}
+
+impl CallSyntax {
+    /// A streaming parser for responses in this syntax that start after `prefill`.
+    pub fn stream_parser(&self, prefill: &str) -> CallStreamParser {
+        CallStreamParser::with_syntax(self).prefilled(prefill)
+    }
 }
 
 impl CallStreamParser {

@@ -1,11 +1,11 @@
-//! Around the automaton: the tool section a prompt gets when the chat
-//! template has no tool support of its own, and the parser that turns a
-//! response back into free text plus typed calls.
+//! Around the automaton: the parser that turns a whole response back into
+//! free text plus typed calls.
 
-use crate::bare::{head_match, strip_leniently, BareForm, HeadMatch};
-use crate::{CallFormat, CallStreamParser, Envelope, ToolDef};
+use super::bare::{head_match, strip_leniently, HeadMatch};
+use super::format::Envelope;
+use super::pieces::CallFormat;
+use super::syntax::CallSyntax;
 use serde_json::{json, Value};
-use std::sync::Arc;
 
 /// One parsed call: the tool's name and its arguments as canonical JSON
 /// (compact, keys sorted), so equal calls are equal strings.
@@ -46,56 +46,12 @@ pub fn parse_response(text: &str, format: CallFormat) -> Result<ParsedResponse, 
     CallSyntax::new(format).parse(text)
 }
 
-/// How calls appear in one response's text: the template's envelope and, in
-/// `auto` mode, the family's bare forms (calls to the allowed names only, at
-/// the reply's start and after a bare call; see [`crate::bare`]).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct CallSyntax {
-    format: CallFormat,
-    /// Names a bare call may use; empty = bare calls are text.
-    bare_names: Arc<[String]>,
-}
-
 impl CallSyntax {
-    /// Calls in `format`'s envelope only.
-    pub fn new(format: CallFormat) -> Self {
-        Self {
-            format,
-            bare_names: Arc::from(Vec::new()),
-        }
-    }
-
-    /// Bare calls to `names` are calls too.
-    pub fn with_bare_calls(self, names: impl IntoIterator<Item = String>) -> Self {
-        Self {
-            bare_names: names.into_iter().collect(),
-            ..self
-        }
-    }
-
-    /// The envelope's family.
-    pub fn format(&self) -> CallFormat {
-        self.format
-    }
-
-    /// The bare forms in effect and the names they may call (none outside `auto`).
-    pub(crate) fn bare(&self) -> (Vec<BareForm>, &[String]) {
-        match self.bare_names.is_empty() {
-            true => (Vec::new(), &[]),
-            false => (BareForm::of(self.format), &self.bare_names),
-        }
-    }
-
-    /// A streaming parser for responses in this syntax that start after `prefill`.
-    pub fn stream_parser(&self, prefill: &str) -> CallStreamParser {
-        CallStreamParser::with_syntax(self).prefilled(prefill)
-    }
-
     /// Split `text` into free text and calls (see [`parse_response`]).
     pub fn parse(&self, text: &str) -> Result<ParsedResponse, CallParseError> {
         let mut parsed = ParsedResponse::default();
         let rest = self.parse_bare_calls(text, &mut parsed)?;
-        parse_enveloped(rest, self.format, parsed)
+        parse_enveloped(rest, self.format(), parsed)
     }
 
     /// The bare calls `text` starts with, into `parsed`; the text after them.
@@ -191,41 +147,6 @@ fn call_of(value: Value, arguments_key: &str) -> Result<ToolCall, CallParseError
     })
 }
 
-/// The system-prompt section describing `tools` and how to call them in
-/// `format`'s envelope. Deterministic: one tool per line, keys sorted, so the
-/// same tools give the same tokens.
-pub fn tools_prompt(tools: &[ToolDef], format: CallFormat) -> String {
-    let lines: Vec<String> = tools
-        .iter()
-        .map(|tool| {
-            json!({"type": "function", "function": {
-                "name": tool.name, "description": tool.description, "parameters": tool.parameters,
-            }})
-            .to_string()
-        })
-        .collect();
-    let how = match format {
-        CallFormat::Hermes => {
-            "For each function call, return a json object with function name and arguments within \
-             <tool_call></tool_call> XML tags:\n<tool_call>\n{\"name\": \"<function-name>\", \"arguments\": \
-             <args-json-object>}\n</tool_call>"
-        }
-        CallFormat::Mistral => {
-            "To call functions, write [TOOL_CALLS] followed by a json list of calls:\n\
-             [TOOL_CALLS][{\"name\": \"<function-name>\", \"arguments\": <args-json-object>}]"
-        }
-        CallFormat::Llama3Json => {
-            "To call a function, respond with only a json object of the form:\n\
-             {\"name\": \"<function-name>\", \"parameters\": <args-json-object>}"
-        }
-    };
-    format!(
-        "You may call one or more functions to assist with the user query. You are provided with function \
-         signatures within <tools></tools> XML tags:\n<tools>\n{}\n</tools>\n\n{how}",
-        lines.join("\n"),
-    )
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -271,24 +192,5 @@ mod tests {
         let parsed = parse_response(llama, CallFormat::Llama3Json).unwrap();
         assert_eq!(parsed.calls[0].arguments, r#"{"a":null,"z":[]}"#);
         assert!(parse_response("{\"name\": \"f\", \"arguments\": {}}", CallFormat::Llama3Json).is_err());
-    }
-
-    #[test]
-    fn the_prompt_lists_tools_one_per_line_with_sorted_keys() {
-        let tool = ToolDef {
-            name: "f".into(),
-            description: "Does f.".into(),
-            parameters: json!({"type": "object", "properties": {"z": {}, "a": {}}}),
-        };
-        let prompt = tools_prompt(&[tool], CallFormat::Hermes);
-        assert!(prompt.contains(
-            "<tools>\n{\"function\":{\"description\":\"Does f.\",\"name\":\"f\",\"parameters\":{\"properties\":{\"a\":{},\"z\":{}},\"type\":\"object\"}},\"type\":\"function\"}\n</tools>"
-        ), "{prompt}");
-        assert!(
-            prompt.contains(
-                "<tool_call>\n{\"name\": \"<function-name>\", \"arguments\": <args-json-object>}\n</tool_call>"
-            ),
-            "{prompt}"
-        );
     }
 }

@@ -13,7 +13,7 @@
 //! rule is applied to bytes by the automaton ([`crate::call`]) and to text by
 //! the parsers ([`head_match`]), so both split a response the same way.
 
-use crate::{CallFormat, Envelope};
+use super::pieces::{CallFormat, Pieces};
 
 /// One element of a bare call's head.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -77,7 +77,7 @@ pub(crate) struct BareForm {
     /// Starts with [`HeadItem::Ws`], then a literal whose first byte tells the forms apart.
     pub head: &'static [HeadItem],
     /// Arguments intro (after a separator), call end, separator.
-    pub pieces: Envelope,
+    pub pieces: Pieces,
 }
 
 impl BareForm {
@@ -90,18 +90,18 @@ impl BareForm {
             CallFormat::Hermes => vec![
                 BareForm {
                     head: &BARE_JSON,
-                    pieces: Envelope::pieces(format, ARGS, "}", "\n{\"name\": \""),
+                    pieces: Pieces::bare(format, ARGS, "}", "\n{\"name\": \""),
                 },
                 BareForm {
                     head: &FENCED_JSON,
-                    pieces: Envelope::pieces(format, ARGS, "}\n```", "\n\n```json\n{\"name\": \""),
+                    pieces: Pieces::bare(format, ARGS, "}\n```", "\n\n```json\n{\"name\": \""),
                 },
             ],
             CallFormat::Mistral | CallFormat::Llama3Json => Vec::new(),
         }
     }
 
-    /// The form (1-based, as [`Envelope::form`] numbers them) whose first literal starts with `byte`.
+    /// The form (1-based, as [`super::format::Envelope::form`] numbers them) whose first literal starts with `byte`.
     pub fn starting_with(forms: &[BareForm], byte: u8) -> Option<u8> {
         forms
             .iter()
