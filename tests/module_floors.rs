@@ -127,7 +127,8 @@ fn cfg_test_item_len(rest: &str) -> usize {
 /// The length of the string, raw string or char literal `rest` starts with.
 fn literal_len(rest: &str) -> Option<usize> {
     let raw = rest.strip_prefix("br").or_else(|| rest.strip_prefix('r'));
-    if let Some(after) = raw.filter(|after| after.starts_with(['"', '#'])) {
+    // `r"…"`, `r#"…"#` (not a raw identifier such as `r#type`).
+    if let Some(after) = raw.filter(|after| after.trim_start_matches('#').starts_with('"')) {
         let hashes = after.len() - after.trim_start_matches('#').len();
         let closing = format!("\"{}", "#".repeat(hashes));
         let body = rest.len() - after.len() + hashes + 1;
@@ -447,4 +448,7 @@ fn the_floors_check_fails_on_a_planted_break() {
     // What the reader leaves out: comments, strings and test modules.
     let quiet = "// use crate::matcher::X;\nconst S: &str = \"crate::matcher\";\n#[cfg(test)]\nmod tests {\n    use crate::matcher::Y;\n}\n";
     assert!(use_paths(&code_of(quiet)).is_empty() && inline_paths(&code_of(quiet)).is_empty());
+    // ...and what it keeps: code after a raw identifier, a char literal or a raw string.
+    let kept = "let r#type = '{'; let s = r#\"}\"#; let x = crate::matcher::Z;";
+    assert_eq!(inline_paths(&code_of(kept)), ["crate::matcher::Z"]);
 }

@@ -1,6 +1,7 @@
 //! The runtime model configuration, built from GGUF metadata or an HF `config.json`.
 //! Serialized configs (wire formats) stay in their loaders; this is what the forward uses.
 
+use crate::rope::Rope;
 use crate::{ModelError, Result};
 
 /// Model families with a Llama-shaped block (pre-norm, RoPE, GQA, SwiGLU).
@@ -59,6 +60,21 @@ impl ModelConfig {
     /// Query heads per key/value head.
     pub fn group_size(&self) -> usize {
         self.num_heads / self.num_kv_heads
+    }
+
+    /// What every decoder (host or device) checks of its parts when it is
+    /// built: this shape is consistent, the embedding (`embedding`, named
+    /// `what` in the error) is `[vocab, hidden]` and there is a block per layer;
+    /// and the rotary table it derives from the shape.
+    pub(crate) fn decoder_parts(&self, what: &str, embedding: &[usize], blocks: usize) -> Result<Rope> {
+        self.validate()?;
+        if embedding != [self.vocab_size, self.hidden_size] || blocks != self.num_layers {
+            return Err(ModelError::InvalidConfig(format!(
+                "{what} of shape {embedding:?} for vocab {} × hidden {}, and {blocks} blocks for {} layers",
+                self.vocab_size, self.hidden_size, self.num_layers
+            )));
+        }
+        Ok(Rope::new(self.head_dim, self.rope_theta, self.rope_neox))
     }
 
     /// Check the shape is internally consistent.

@@ -10,7 +10,7 @@ use crate::batch::{BatchPlan, Logits, SeqInput};
 use crate::kv_cache::{KvLayout, LayerKv};
 use crate::layers::{add_in_place, swiglu_fused, Embedding, Linear, RmsNorm};
 use crate::rope::{Rope, RopeAngles};
-use crate::{ModelConfig, ModelError, Result};
+use crate::{ModelConfig, Result};
 
 /// One transformer block.
 #[derive(Debug)]
@@ -112,18 +112,8 @@ impl HostModel {
         norm: RmsNorm,
         lm_head: Linear,
     ) -> Result<Self> {
-        config.validate()?;
         let (vocab, hidden) = embedding.dims()?;
-        if (vocab, hidden) != (config.vocab_size, config.hidden_size) || blocks.len() != config.num_layers {
-            return Err(ModelError::InvalidConfig(format!(
-                "embedding of shape [{vocab}, {hidden}] for vocab {} × hidden {}, and {} blocks for {} layers",
-                config.vocab_size,
-                config.hidden_size,
-                blocks.len(),
-                config.num_layers
-            )));
-        }
-        let rope = Rope::new(config.head_dim, config.rope_theta, config.rope_neox);
+        let rope = config.decoder_parts("embedding", &[vocab, hidden], blocks.len())?;
         Ok(Self {
             config,
             embedding,

@@ -4,7 +4,11 @@
 //!
 //! Only this crate touches `candle` tensors; the KV bookkeeping it relies on
 //! (`tessera_kv`) is pure. The attention, RoPE, norm and cache-write kernels are
-//! our own code on flat `f32` buffers; candle supplies the quantized matmuls.
+//! our own code on flat `f32` buffers, and the quantized products run on
+//! `tessera_kernels` (candle's `QMatMul` only for formats without one of ours,
+//! and on the device path). Features: `catalogue` (the shipped models and
+//! `--model` resolution) and `diagnostics` (`check_kernels`), for the binary
+//! and the test fixtures; `cuda` and `metal` for the device path.
 #![deny(missing_docs)]
 #![deny(unsafe_op_in_unsafe_fn)]
 #![deny(clippy::undocumented_unsafe_blocks)]
@@ -23,13 +27,17 @@ mod kv_persist;
 mod layers;
 mod matrix;
 mod model;
+#[cfg(any(test, feature = "diagnostics"))]
+mod noise;
 pub mod parallel;
 mod protect;
 mod rope;
 mod safetensors;
 mod sequence;
+#[cfg(feature = "catalogue")]
 mod shipped;
 pub mod simd;
+#[cfg(feature = "catalogue")]
 mod source;
 mod template;
 mod token_bytes;
@@ -48,8 +56,10 @@ pub use model::Model;
 pub use protect::Protected;
 pub use safetensors::HfDir;
 pub use sequence::{Runtime, Sequence};
+#[cfg(feature = "catalogue")]
 pub use shipped::{default_model, shipped_model, ShippedModel, SHIPPED_MODELS};
-pub use source::{hf_hub_cache_dir, load_spec, resolve_offline, resolve_offline_in, ModelLocation, ResolveError};
+#[cfg(feature = "catalogue")]
+pub use source::{hf_hub_cache_dir, load_spec, resolve_offline, resolve_offline_in, ResolveError};
 pub use template::{ChatMessage, ChatRole, ChatTemplate, CHATML_TEMPLATE};
 pub use tokenizer::{GgufVocab, TextStream, Tokenizer};
 
@@ -80,6 +90,15 @@ pub struct LoadedModel {
     pub tokenizer: Tokenizer,
     /// Its chat template (ChatML when the model ships none).
     pub template: ChatTemplate,
+}
+
+/// A model's files, located.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ModelLocation {
+    /// A single GGUF file.
+    Gguf(std::path::PathBuf),
+    /// A directory in HF layout (config.json, *.safetensors, tokenizer.json).
+    HfDir(std::path::PathBuf),
 }
 
 impl LoadedModel {

@@ -3,17 +3,8 @@
 //! Face hub cache (`$HF_HOME/hub`, default `~/.cache/huggingface/hub`). Nothing
 //! here touches the network; downloading is the binary's opt-in job.
 
-use crate::{ModelError, Result};
+use crate::{ModelError, ModelLocation, Result};
 use std::path::{Path, PathBuf};
-
-/// A model's files, located.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum ModelLocation {
-    /// A single GGUF file.
-    Gguf(PathBuf),
-    /// A directory in HF layout (config.json, *.safetensors, tokenizer.json).
-    HfDir(PathBuf),
-}
 
 /// Why a `--model` argument could not be resolved offline.
 #[derive(Debug, thiserror::Error)]

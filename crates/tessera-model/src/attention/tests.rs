@@ -5,7 +5,7 @@ use super::*;
 use crate::kv_cache::KvDtype;
 use crate::simd;
 
-use crate::device::check::noise;
+use crate::noise::noise;
 
 struct Case {
     layout: KvLayout,

@@ -8,6 +8,7 @@ use super::ops::{CacheWrite, DeviceMeta, PagedAttention};
 use super::reference::{self, HeadShape, KvElement};
 use crate::batch::{LogitsFor, SeqInput};
 use crate::kv_cache::KvLayout;
+use crate::noise::noise;
 use candle_core::{DType, Device, Tensor, WithDType};
 use half::{bf16, f16};
 use tessera_kv::BlockId;
@@ -76,20 +77,7 @@ fn cases() -> Vec<Case> {
     ]
 }
 
-/// Deterministic pseudo-random values in [-1, 1) (xorshift).
-pub(crate) fn noise(seed: u64, n: usize) -> Vec<f32> {
-    let mut state = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-    (0..n)
-        .map(|_| {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            (state >> 40) as f32 / (1u64 << 23) as f32 - 1.0
-        })
-        .collect()
-}
-
-/// [`noise`] in [-2, 2).
+/// `noise` in [-2, 2).
 fn wide_noise(seed: u64, n: usize) -> Vec<f32> {
     noise(seed, n).into_iter().map(|x| 2.0 * x).collect()
 }

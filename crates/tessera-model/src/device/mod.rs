@@ -13,6 +13,7 @@
 //! `--device cpu` does not come here: the CPU runs Tessera's own kernels
 //! ([`crate::Model`]'s host path). This path runs on `Device::Cpu` only in tests.
 
+#[cfg(feature = "diagnostics")]
 pub(crate) mod check;
 #[cfg(feature = "cuda")]
 mod cuda;
@@ -23,6 +24,7 @@ mod ops;
 pub mod reference;
 mod spec;
 
+#[cfg(feature = "diagnostics")]
 pub use check::{check_kernels, KernelCheck};
 pub use kv::DeviceKv;
 pub use meta::KernelMeta;

@@ -100,16 +100,7 @@ impl DeviceModel {
             names.embedding
         };
         let lm_head = loader.projection(head_name, None)?;
-        if embedding.dims() != [config.vocab_size, config.hidden_size] {
-            return Err(ModelError::InvalidConfig(format!(
-                "`{}` has shape {:?}, expected [{}, {}]",
-                names.embedding,
-                embedding.dims(),
-                config.vocab_size,
-                config.hidden_size
-            )));
-        }
-        let rope = Rope::new(config.head_dim, config.rope_theta, config.rope_neox);
+        let rope = config.decoder_parts(&format!("`{}`", names.embedding), embedding.dims(), blocks.len())?;
         Ok(Self {
             config,
             spec,

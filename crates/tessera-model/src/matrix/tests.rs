@@ -1,7 +1,7 @@
 //! `ParallelMatMul` against candle's dequantization and its own split products.
 
 use super::*;
-use crate::device::check::noise;
+use crate::noise::noise;
 
 /// A `[rows, cols]` matrix of random values quantized by candle to `dtype`.
 fn quantized(dtype: GgmlDType, rows: usize, cols: usize, seed: u64) -> Matrix {
