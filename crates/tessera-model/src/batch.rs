@@ -4,8 +4,9 @@
 //! the per-row arrays the kernels use.
 
 use crate::attention::{AttentionPlan, AttentionSeq};
+use crate::config::ModelConfig;
+use crate::error::{ModelError, Result};
 use crate::kv_cache::KvLayout;
-use crate::{ModelConfig, ModelError, Result};
 use tessera_kv::{BlockId, Slot};
 
 /// Which positions of a sequence's chunk need logits.

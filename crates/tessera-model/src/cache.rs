@@ -1,11 +1,12 @@
-//! [`KvCache`]: the model's K/V storage beside [`Model`](crate::Model), in
+//! [`KvCache`]: the model's K/V storage beside [`Model`](crate::model::Model), in
 //! host memory (the CPU path's pools, `kv_cache.rs`) or on the model's device
 //! (`device::DeviceKv`). The host storage knows nothing of devices; this type
 //! is where the two meet, as `Model` is for the forward pass.
 
+use crate::config::ModelConfig;
 use crate::device::{DeviceKv, DeviceSpec};
+use crate::error::Result;
 use crate::kv_cache::{HostKv, KvDtype, KvLayout, LayerKv};
-use crate::{ModelConfig, Result};
 use tessera_kv::BlockId;
 
 /// The whole model's K/V storage, in host memory (the CPU path) or on a device.
@@ -33,7 +34,7 @@ impl KvCache {
         })
     }
 
-    /// Wrap device pools (see [`crate::Model::new_kv_cache`]).
+    /// Wrap device pools (see [`crate::model::Model::new_kv_cache`]).
     pub(crate) fn on_device(kv: DeviceKv, layout: KvLayout, dtype: KvDtype) -> Self {
         Self {
             layout,

@@ -1,8 +1,8 @@
 //! The runtime model configuration, built from GGUF metadata or an HF `config.json`.
 //! Serialized configs (wire formats) stay in their loaders; this is what the forward uses.
 
+use crate::error::{ModelError, Result};
 use crate::rope::Rope;
-use crate::{ModelError, Result};
 
 /// Model families with a Llama-shaped block (pre-norm, RoPE, GQA, SwiGLU).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -72,9 +72,9 @@ pub enum ModelError {
     #[error("the model runs on {model} but the KV cache lives on {cache}")]
     DeviceMismatch {
         /// The model's device.
-        model: crate::DeviceSpec,
+        model: crate::device::spec::DeviceSpec,
         /// The cache's device.
-        cache: crate::DeviceSpec,
+        cache: crate::device::spec::DeviceSpec,
     },
     /// An error from candle's tensor operations.
     #[error("tensor operation failed: {0}")]

@@ -5,10 +5,12 @@
 //! load instead (the default before the Q4_1 kernel, kept for comparisons).
 
 use crate::config::{Architecture, ModelConfig};
+use crate::error::{ModelError, Result};
+use crate::load::{LoadOptions, LoadedModel};
 use crate::matrix::{GgmlMatrix, Matrix};
+use crate::tensors::{TensorSource, WeightNames};
 use crate::tokenizer::{GgufVocab, Tokenizer};
-use crate::weights::{build_model, TensorSource, WeightNames};
-use crate::{LoadOptions, LoadedModel, ModelError, Result};
+use crate::weights::build_model;
 use candle_core::quantized::gguf_file::{Content, Value};
 use candle_core::quantized::{GgmlDType, QTensor};
 use candle_core::{Device, Tensor};

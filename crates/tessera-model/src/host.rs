@@ -1,5 +1,5 @@
 //! [`HostModel`], the Llama-family decoder on Tessera's CPU kernels (Touvron
-//! et al. 2023; [`crate::Model`] wraps it or the device path): token embedding, a stack of
+//! et al. 2023; [`crate::model::Model`] wraps it or the device path): token embedding, a stack of
 //! pre-norm blocks (attention with RoPE and GQA over the paged KV cache, then a
 //! SwiGLU MLP), a final RMSNorm and the LM head — computed only for the rows
 //! that need logits. One struct per block, fields named after the checkpoint's
@@ -7,10 +7,11 @@
 
 use crate::attention::{paged_attention, AttentionShape};
 use crate::batch::{BatchPlan, Logits, SeqInput};
+use crate::config::ModelConfig;
+use crate::error::Result;
 use crate::kv_cache::{KvLayout, LayerKv};
 use crate::layers::{add_in_place, swiglu_fused, Embedding, Linear, RmsNorm};
 use crate::rope::{Rope, RopeAngles};
-use crate::{ModelConfig, Result};
 
 /// One transformer block.
 #[derive(Debug)]

@@ -12,9 +12,10 @@
 //! there for models that do not.
 //! Memory: `2 × layers × blocks × block_size × kv_heads × head_dim × bytes` (2 or 4).
 //! With `--device cuda` the same layout lives in device memory (`device::DeviceKv`;
-//! [`KvCache`](crate::KvCache) holds either).
+//! [`KvCache`](crate::cache::KvCache) holds either).
 
-use crate::{ModelConfig, ModelError, Result};
+use crate::config::ModelConfig;
+use crate::error::{ModelError, Result};
 use half::f16;
 use half::slice::HalfFloatSliceExt;
 use tessera_kv::{BlockId, Slot};
@@ -254,7 +255,7 @@ impl LayerKv {
 }
 
 /// The whole model's K/V pools in host memory (the CPU path): one
-/// [`LayerKv`] per layer. [`KvCache`](crate::KvCache) holds these or a
+/// [`LayerKv`] per layer. [`KvCache`](crate::cache::KvCache) holds these or a
 /// device's pools.
 #[derive(Debug)]
 pub(crate) struct HostKv {

@@ -11,7 +11,7 @@
 //! f32); finally a u64 checksum of everything before it. Size: about
 //! 2 × layers × kv_heads × head_dim × bytes per element, per cached token.
 
-use crate::KvCache;
+use crate::cache::KvCache;
 use std::hash::Hasher;
 use std::io::{BufWriter, Read, Write};
 use std::path::Path;

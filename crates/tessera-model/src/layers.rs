@@ -2,8 +2,8 @@
 //! the token embedding, linear layers (quantized or dense weights), RMSNorm
 //! and the SwiGLU activation.
 
+use crate::error::{ModelError, Result};
 use crate::matrix::{dequantize_row, Matrix, ParallelMatMul};
-use crate::{ModelError, Result};
 use std::sync::Arc;
 
 /// `y = x Wᵀ (+ b)`, weights quantized (GGUF) or dense (safetensors), computed
@@ -26,7 +26,7 @@ impl Linear {
         let weight = Arc::new(ParallelMatMul::stacked(weights)?);
         if let Some(bias) = &bias {
             if bias.len() != weight.rows() {
-                return Err(crate::ModelError::InvalidConfig(format!(
+                return Err(crate::error::ModelError::InvalidConfig(format!(
                     "bias of length {} for a layer of width {}",
                     bias.len(),
                     weight.rows()

@@ -25,6 +25,7 @@ mod host;
 mod kv_cache;
 mod kv_persist;
 mod layers;
+mod load;
 mod matrix;
 mod model;
 #[cfg(any(test, feature = "diagnostics"))]
@@ -40,6 +41,7 @@ pub mod simd;
 #[cfg(feature = "catalogue")]
 mod source;
 mod template;
+mod tensors;
 mod token_bytes;
 mod tokenizer;
 mod weights;
@@ -52,6 +54,7 @@ pub use error::{ModelError, Result};
 pub use gguf::GgufSource;
 pub use kv_cache::{KvDtype, KvLayout, LayerKv};
 pub use kv_persist::{load_prefix_cache, model_fingerprint, save_prefix_cache, PersistError};
+pub use load::{LoadOptions, LoadedModel, ModelLocation};
 pub use model::Model;
 pub use protect::Protected;
 pub use safetensors::HfDir;
@@ -63,44 +66,6 @@ pub use source::{hf_hub_cache_dir, load_spec, resolve_offline, resolve_offline_i
 pub use template::{ChatMessage, ChatRole, ChatTemplate, CHATML_TEMPLATE};
 pub use tokenizer::{GgufVocab, TextStream, Tokenizer};
 
-use std::path::PathBuf;
-
-/// How to load a model (default: weights as stored, the model's own tokenizer).
-#[derive(Debug, Clone, Default)]
-pub struct LoadOptions {
-    /// Repack Q4_1 matrices to Q8_0 at load (off by default: Tessera's Q4_1
-    /// kernel reads half the bytes and prefills and decodes faster; the
-    /// repack stays for comparisons).
-    pub repack_q4_1: bool,
-    /// Dequantize every weight matrix to dense f32 at load (exact-arithmetic
-    /// reference runs and debugging; ~8× the memory of Q4 and slower).
-    pub dequantize: bool,
-    /// Use this `tokenizer.json` instead of the one the model carries.
-    pub tokenizer: Option<PathBuf>,
-    /// Where the forward pass runs (`cpu` by default: Tessera's own kernels).
-    pub device: DeviceSpec,
-}
-
-/// A model with its tokenizer and chat template.
-#[derive(Debug)]
-pub struct LoadedModel {
-    /// The decoder.
-    pub model: Model,
-    /// Its tokenizer.
-    pub tokenizer: Tokenizer,
-    /// Its chat template (ChatML when the model ships none).
-    pub template: ChatTemplate,
-}
-
-/// A model's files, located.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum ModelLocation {
-    /// A single GGUF file.
-    Gguf(std::path::PathBuf),
-    /// A directory in HF layout (config.json, *.safetensors, tokenizer.json).
-    HfDir(std::path::PathBuf),
-}
-
 impl LoadedModel {
     /// Load the model at `location`.
     pub fn load(location: &ModelLocation, options: &LoadOptions) -> Result<Self> {
@@ -109,18 +74,5 @@ impl LoadedModel {
             ModelLocation::Gguf(path) => gguf::load_gguf(path, options),
             ModelLocation::HfDir(dir) => safetensors::load_safetensors_dir(dir, options),
         }
-    }
-
-    pub(crate) fn assemble(model: Model, tokenizer: Tokenizer, template: Option<String>) -> Result<Self> {
-        let template = ChatTemplate::new(
-            template.as_deref().unwrap_or(CHATML_TEMPLATE),
-            tokenizer.bos_token(),
-            tokenizer.eos_token(),
-        )?;
-        Ok(Self {
-            model,
-            tokenizer,
-            template,
-        })
     }
 }

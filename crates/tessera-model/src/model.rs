@@ -5,11 +5,12 @@
 
 use crate::batch::{Logits, SeqInput};
 use crate::cache::KvCache;
+use crate::config::ModelConfig;
 use crate::device::{DeviceModel, DeviceSpec};
+use crate::error::{ModelError, Result};
 use crate::host::{Block, HostModel};
 use crate::kv_cache::{KvDtype, KvLayout};
 use crate::layers::{Embedding, Linear, RmsNorm};
-use crate::{ModelConfig, ModelError, Result};
 
 /// A loaded decoder.
 #[derive(Debug)]

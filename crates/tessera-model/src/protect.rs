@@ -16,7 +16,8 @@
 //! the tokens it would be as plain text. A prompt whose outside text holds no
 //! control-token text has no marker and is tokenized as before, unchanged.
 
-use crate::{ModelError, Result, Tokenizer};
+use crate::error::{ModelError, Result};
+use crate::tokenizer::Tokenizer;
 
 /// Opens a marker.
 const MARK_OPEN: char = '\u{FDD0}';

@@ -3,10 +3,12 @@
 //! chat template and special tokens when present.
 
 use crate::config::{Architecture, ModelConfig};
+use crate::error::{ModelError, Result};
+use crate::load::{LoadOptions, LoadedModel};
 use crate::matrix::Matrix;
+use crate::tensors::{TensorSource, WeightNames};
 use crate::tokenizer::Tokenizer;
-use crate::weights::{build_model, TensorSource, WeightNames};
-use crate::{LoadOptions, LoadedModel, ModelError, Result};
+use crate::weights::build_model;
 use candle_core::quantized::QTensor;
 use candle_core::{DType, Device, Tensor};
 use serde::Deserialize;

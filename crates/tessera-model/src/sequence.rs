@@ -2,9 +2,12 @@
 //! stream (the `generate` command, tests, benches): it grows its block table as
 //! tokens arrive, feeds prompts in chunks, and returns its blocks on release.
 //! The continuous-batching engine drives many of these through one
-//! [`Model::forward`](crate::Model::forward) per step instead.
+//! [`Model::forward`](crate::model::Model::forward) per step instead.
 
-use crate::{KvCache, Logits, LogitsFor, Model, ModelError, Result, SeqInput};
+use crate::batch::{Logits, LogitsFor, SeqInput};
+use crate::cache::KvCache;
+use crate::error::{ModelError, Result};
+use crate::model::Model;
 use tessera_kv::{BlockPool, BlockTable};
 
 /// A token stream whose K/V lives in the paged cache.

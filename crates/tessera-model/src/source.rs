@@ -3,7 +3,8 @@
 //! Face hub cache (`$HF_HOME/hub`, default `~/.cache/huggingface/hub`). Nothing
 //! here touches the network; downloading is the binary's opt-in job.
 
-use crate::{ModelError, ModelLocation, Result};
+use crate::error::{ModelError, Result};
+use crate::load::ModelLocation;
 use std::path::{Path, PathBuf};
 
 /// Why a `--model` argument could not be resolved offline.
@@ -110,8 +111,8 @@ impl From<ResolveError> for ModelError {
 }
 
 /// Resolve and load in one step.
-pub fn load_spec(spec: &str, options: &crate::LoadOptions) -> Result<crate::LoadedModel> {
-    crate::LoadedModel::load(&resolve_offline(spec)?, options)
+pub fn load_spec(spec: &str, options: &crate::load::LoadOptions) -> Result<crate::load::LoadedModel> {
+    crate::load::LoadedModel::load(&resolve_offline(spec)?, options)
 }
 
 #[cfg(test)]

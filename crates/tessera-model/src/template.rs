@@ -3,7 +3,7 @@
 //! string methods HF templates use. Rendering is deterministic: no clock, no
 //! randomness, so the same conversation always yields the same prompt text.
 
-use crate::{ModelError, Result};
+use crate::error::{ModelError, Result};
 use minijinja::{context, Environment, Error as JinjaError, ErrorKind};
 use serde::Serialize;
 

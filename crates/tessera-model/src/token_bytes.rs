@@ -6,7 +6,7 @@
 //! Special tokens become `0xFF` followed by their text (llguidance's
 //! convention: no text token starts with `0xFF`, which is never valid UTF-8).
 
-use crate::Tokenizer;
+use crate::tokenizer::Tokenizer;
 use std::collections::HashMap;
 use tokenizers::DecoderWrapper;
 use toktrie::TokTrie;

@@ -6,7 +6,7 @@
 //! space for SmolLM2's `smollm` pre-tokenizer, which mis-tokenizes; hence ours).
 //! Control tokens (token type 3) are registered as special: each encodes to one id.
 
-use crate::{ModelError, Result};
+use crate::error::{ModelError, Result};
 use serde_json::{json, Value};
 use std::path::Path;
 
@@ -144,7 +144,7 @@ impl Tokenizer {
 
     /// Encode text; special-token text (`<|im_start|>`) becomes its single id
     /// (for text the caller owns: a raw prompt, a template's output without
-    /// outside text; see [`crate::Protected`] for text from outside).
+    /// outside text; see [`crate::protect::Protected`] for text from outside).
     pub fn encode(&self, text: &str) -> Result<Vec<u32>> {
         let encoding = self
             .inner

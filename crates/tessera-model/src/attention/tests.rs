@@ -285,15 +285,15 @@ fn shuffled_block_tables_change_the_output() {
 /// The kernel metadata of a case's batch.
 fn kernel_meta(case: &Case, tables: &[Vec<BlockId>]) -> crate::device::KernelMeta {
     let tokens = vec![0u32; case.seqs.iter().map(|s| s.1).sum()];
-    let batch: Vec<crate::SeqInput> = case
+    let batch: Vec<crate::batch::SeqInput> = case
         .seqs
         .iter()
         .zip(tables)
-        .map(|(&(start_pos, n), blocks)| crate::SeqInput {
+        .map(|(&(start_pos, n), blocks)| crate::batch::SeqInput {
             tokens: &tokens[..n],
             start_pos,
             blocks,
-            logits: crate::LogitsFor::None,
+            logits: crate::batch::LogitsFor::None,
         })
         .collect();
     crate::device::KernelMeta::new(&batch, case.layout).unwrap()

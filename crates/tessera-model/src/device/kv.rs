@@ -5,8 +5,8 @@
 use super::meta::KernelMeta;
 use super::ops::{CacheWrite, DeviceMeta};
 use super::DeviceSpec;
+use crate::error::{ModelError, Result};
 use crate::kv_cache::{KvDtype, KvLayout};
-use crate::{ModelError, Result};
 use candle_core::{DType, Device, Tensor};
 use half::f16;
 use tessera_kv::BlockId;

@@ -5,8 +5,8 @@
 
 use crate::attention::PARTITION_TOKENS;
 use crate::batch::{check_table, SeqInput};
+use crate::error::{ModelError, Result};
 use crate::kv_cache::KvLayout;
-use crate::{ModelError, Result};
 
 /// Kernel metadata for one ragged batch (what vLLM calls the attention metadata).
 /// Built only by [`KernelMeta::new`], which checks every block id against the
@@ -116,7 +116,7 @@ fn as_u32(field: &'static str, value: usize) -> Result<u32> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::LogitsFor;
+    use crate::batch::LogitsFor;
     use tessera_kv::BlockId;
 
     fn layout() -> KvLayout {

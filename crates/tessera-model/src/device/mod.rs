@@ -11,7 +11,7 @@
 //! - `check.rs`: the kernels against the contract on random odd shapes (`tessera check-device`).
 //!
 //! `--device cpu` does not come here: the CPU runs Tessera's own kernels
-//! ([`crate::Model`]'s host path). This path runs on `Device::Cpu` only in tests.
+//! ([`crate::model::Model`]'s host path). This path runs on `Device::Cpu` only in tests.
 
 #[cfg(feature = "diagnostics")]
 pub(crate) mod check;
@@ -22,7 +22,7 @@ mod meta;
 mod model;
 mod ops;
 pub mod reference;
-mod spec;
+pub(crate) mod spec;
 
 #[cfg(feature = "diagnostics")]
 pub use check::{check_kernels, KernelCheck};

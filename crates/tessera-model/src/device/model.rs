@@ -11,10 +11,11 @@ use super::ops::{DeviceMeta, PagedAttention};
 use super::reference::HeadShape;
 use super::DeviceSpec;
 use crate::batch::{BatchPlan, Logits, SeqInput};
+use crate::config::ModelConfig;
+use crate::error::{ModelError, Result};
 use crate::kv_cache::{KvDtype, KvLayout};
 use crate::rope::Rope;
-use crate::weights::{TensorSource, WeightNames};
-use crate::{ModelConfig, ModelError, Result};
+use crate::tensors::{TensorSource, WeightNames};
 use candle_core::quantized::{QMatMul, QStorage, QTensor};
 use candle_core::{DType, Device, Module, Tensor};
 
@@ -128,7 +129,7 @@ impl DeviceModel {
         DeviceKv::new(self.spec, &self.device, self.config.num_layers, layout, dtype)
     }
 
-    /// Run one ragged batch (see [`crate::Model::forward`]).
+    /// Run one ragged batch (see [`crate::model::Model::forward`]).
     pub fn forward(&self, batch: &[SeqInput<'_>], layout: KvLayout, kv: &DeviceKv) -> Result<Logits> {
         let plan = BatchPlan::without_attention(batch, layout, &self.config)?;
         let meta = kv.upload(KernelMeta::new(batch, layout)?)?;

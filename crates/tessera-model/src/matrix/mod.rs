@@ -4,8 +4,8 @@
 //! parallel on our pool. Rows of a quantized matrix are independent runs of
 //! blocks, so fusing and splitting copy bytes and never change a result.
 
+use crate::error::{ModelError, Result};
 use crate::parallel;
-use crate::{ModelError, Result};
 use candle_core::quantized::{GgmlDType, QMatMul, QStorage, QTensor};
 use candle_core::{Device, Module, Tensor};
 use std::ops::Range;
