@@ -326,87 +326,103 @@ fn root_modules(files: &[(String, String)]) -> BTreeSet<String> {
 /// Every rule `files` (path under `src`, source) break.
 fn check(rules: &CrateFloors, files: &[(String, String)]) -> Vec<Finding> {
     let roots = root_modules(files);
-    let mut same_floor = BTreeSet::new();
-    let mut findings = Vec::new();
-    let mut find = |file: &str, imported: &str, why| {
-        findings.push(Finding {
-            file: file.to_string(),
-            imported: imported.to_string(),
-            why,
-        })
-    };
     // Test modules in files of their own sit above every floor, as inline ones do.
     let files: Vec<&(String, String)> = files
         .iter()
         .filter(|(file, _)| module_of(file).last().is_none_or(|m| m != "tests"))
         .collect();
+    let mut findings = Vec::new();
+    let mut same_floor = BTreeSet::new();
     for (file, source) in files.iter().copied() {
-        let module = module_of(file);
-        let Some((own_unit, own_floor)) = unit_of(rules.floors, &module) else {
-            find(file, "", "the file belongs to no unit of the floors");
-            continue;
-        };
-        let code = code_of(source);
-        if rules.no_static_caches
-            && ["OnceLock<", "LazyLock<", "lazy_static!", "thread_local!"]
-                .iter()
-                .any(|cache| code.lines().any(|line| line.contains("static") && line.contains(cache)))
-        {
-            find(file, "", "a process-wide cache (a static)");
-        }
-        for path in use_paths(&code).into_iter().chain(inline_paths(&code)) {
-            let Some(target) = resolve(&path, &module) else {
-                continue;
-            };
-            let Some(first) = target.first() else { continue };
-            if !roots.contains(first) {
-                if !module.is_empty() {
-                    find(file, &path, "imported through the crate root, not by module path");
-                }
-                continue;
-            }
-            let Some((unit, floor)) = unit_of(rules.floors, &target) else {
-                continue;
-            };
-            let imported = target.join("::");
-            let known = rules
-                .known_back_imports
-                .iter()
-                .any(|(known_file, prefix)| known_file == file && imported.starts_with(prefix));
-            if floor > own_floor && !known {
-                find(file, &imported, "imported from a higher floor");
-            }
-            if floor == own_floor && unit != own_unit {
-                same_floor.insert((own_unit, unit, file.clone(), imported));
-            }
-        }
+        findings.extend(file_findings(rules, &roots, file, source, &mut same_floor));
     }
     for (from, to, file, imported) in &same_floor {
         if same_floor
             .iter()
             .any(|(back_from, back_to, ..)| back_from == to && back_to == from)
         {
-            find(file, imported, "a circle: the two units import each other");
+            findings.push(finding(file, imported, "a circle: the two units import each other"));
         }
     }
     for (known_file, prefix) in rules.known_back_imports {
-        let still = files.iter().any(|(file, source)| {
-            file == known_file
-                && use_paths(&code_of(source))
-                    .into_iter()
-                    .chain(inline_paths(&code_of(source)))
-                    .filter_map(|path| resolve(&path, &module_of(file)))
-                    .any(|target| target.join("::").starts_with(prefix))
-        });
-        if !still {
-            find(
-                known_file,
-                prefix,
-                "listed as a known back-import but gone: strike it from the list",
-            );
+        if !files
+            .iter()
+            .any(|(file, source)| file == known_file && imports(file, source).any(|t| t.starts_with(prefix)))
+        {
+            let why = "listed as a known back-import but gone: strike it from the list";
+            findings.push(finding(known_file, prefix, why));
         }
     }
     findings.sort();
+    findings
+}
+
+fn finding(file: &str, imported: &str, why: &'static str) -> Finding {
+    Finding {
+        file: file.to_string(),
+        imported: imported.to_string(),
+        why,
+    }
+}
+
+/// The crate paths `file` imports, resolved (`json::accepts`).
+fn imports<'a>(file: &'a str, source: &str) -> impl Iterator<Item = String> + 'a {
+    let code = code_of(source);
+    let paths: Vec<String> = use_paths(&code).into_iter().chain(inline_paths(&code)).collect();
+    paths
+        .into_iter()
+        .filter_map(move |path| resolve(&path, &module_of(file)).map(|t| t.join("::")))
+}
+
+/// The rules one file breaks; imports between two units of its floor go to `same_floor`.
+fn file_findings(
+    rules: &CrateFloors,
+    roots: &BTreeSet<String>,
+    file: &str,
+    source: &str,
+    same_floor: &mut BTreeSet<(&'static str, &'static str, String, String)>,
+) -> Vec<Finding> {
+    let module = module_of(file);
+    let Some((own_unit, own_floor)) = unit_of(rules.floors, &module) else {
+        return vec![finding(file, "", "the file belongs to no unit of the floors")];
+    };
+    let mut findings = Vec::new();
+    let code = code_of(source);
+    let caches = ["OnceLock<", "LazyLock<", "lazy_static!", "thread_local!"];
+    let is_cache = |line: &str| line.contains("static") && caches.iter().any(|cache| line.contains(cache));
+    if rules.no_static_caches && code.lines().any(is_cache) {
+        findings.push(finding(file, "", "a process-wide cache (a static)"));
+    }
+    for path in use_paths(&code).into_iter().chain(inline_paths(&code)) {
+        let Some(target) = resolve(&path, &module) else {
+            continue;
+        };
+        let Some(first) = target.first() else { continue };
+        if !roots.contains(first) {
+            if !module.is_empty() {
+                findings.push(finding(
+                    file,
+                    &path,
+                    "imported through the crate root, not by module path",
+                ));
+            }
+            continue;
+        }
+        let Some((unit, floor)) = unit_of(rules.floors, &target) else {
+            continue;
+        };
+        let imported = target.join("::");
+        let known = rules
+            .known_back_imports
+            .iter()
+            .any(|(f, prefix)| *f == file && imported.starts_with(prefix));
+        if floor > own_floor && !known {
+            findings.push(finding(file, &imported, "imported from a higher floor"));
+        }
+        if floor == own_floor && unit != own_unit {
+            same_floor.insert((own_unit, unit, file.to_string(), imported));
+        }
+    }
     findings
 }
 
