@@ -6,8 +6,8 @@
 //! finds in the whole text (arguments as written, not yet canonical).
 
 use super::bare::{head_match, BareForm, HeadMatch};
-use super::format::Envelope;
-use super::pieces::CallFormat;
+
+use super::pieces::{CallFormat, Pieces};
 use super::syntax::CallSyntax;
 use std::sync::Arc;
 
@@ -84,7 +84,7 @@ impl CallStreamParser {
         let format = syntax.format();
         let (bare_forms, names) = syntax.bare();
         // The automaton's opener exactly (`{"name":"x"` without the space is free text).
-        let opener = Envelope::new(format).opener_text().to_string();
+        let opener = Pieces::strict(format).opener_text;
         Self {
             opener,
             name_key: "\"name\"",
