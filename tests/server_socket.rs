@@ -175,11 +175,13 @@ fn many_tools(count: usize, variant: usize) -> Value {
 
 /// Rendering, tokenizing and compiling 8 concurrent requests of 2,000 tools
 /// run on blocking threads: `/health` keeps answering on the async workers.
-/// The target is a p99 under 50 ms (measured 14–25 ms, BENCHMARKS.md). The
-/// test's bound is relative, for shared machines where other tests run
-/// beside it: p99 under 5% of the burst (about 1%, measured). With validation
-/// on the async workers one probe waited 228 ms of a 1.6 s burst (14%) and
-/// only two probes fit.
+/// The latency figures (target p99 under 50 ms, measured 14–25 ms) are
+/// printed for BENCHMARKS.md, not asserted: a shared CI machine once stretched
+/// p99 to 91 ms of a 1.75 s burst. What is asserted has no clock in it: the
+/// first probe is answered while all 8 validations are still running, and
+/// probes keep being answered through the burst. With validation on the async
+/// workers the first probe waited for a validation to end and only two probes
+/// fit in the burst.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn health_stays_fast_while_large_tool_sets_are_validated() {
     let (address, engine, stop, server) = start().await;
@@ -191,11 +193,15 @@ async fn health_stays_fast_while_large_tool_sets_are_validated() {
         })
         .collect();
     let mut latencies = Vec::new();
+    let mut answered_before_any_finished = false;
     while !requests.iter().all(|request| request.is_finished()) {
         let asked = Instant::now();
         let response = get(address, "/health").await;
         latencies.push(asked.elapsed());
         assert!(response.starts_with("HTTP/1.1 200"), "{response}");
+        if latencies.len() == 1 {
+            answered_before_any_finished = !requests.iter().any(|request| request.is_finished());
+        }
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
     let burst = burst.elapsed();
@@ -218,12 +224,14 @@ async fn health_stays_fast_while_large_tool_sets_are_validated() {
         quantile(0.99),
         quantile(1.0)
     );
-    assert!(latencies.len() >= 5, "the burst lasted long enough to probe");
-    // Relative to the burst, so a machine busy with other tests slows both alike.
     assert!(
-        quantile(0.99) * 20 < burst,
-        "p99 {:?} is over 5% of the burst ({burst:?})",
-        quantile(0.99)
+        answered_before_any_finished,
+        "the first /health probe waited for a validation to finish"
+    );
+    assert!(
+        latencies.len() >= 5,
+        "only {} probes were answered during the burst",
+        latencies.len()
     );
     wait_idle(&engine).await;
     stop.send(()).unwrap();
