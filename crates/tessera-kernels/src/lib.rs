@@ -21,8 +21,9 @@
 //! each loaded weight block across several activation rows (prefill) or
 //! each activation block across several weight rows (decode).
 //!
-//! Paths: AVX2+FMA (detected at run time; on AVX-512 VNNI CPUs too, see
-//! [`Path::Avx512Vnni`]) and a portable one otherwise, with the same bits;
+//! Paths: AVX-512 VNNI for the K-quants' products over several activation
+//! rows, AVX2+FMA for the rest (detected at run time, see
+//! [`Path::Avx512Vnni`]), and a portable one otherwise, with the same bits;
 //! [`Path::Portable`] can be forced for tests.
 #![deny(missing_docs)]
 #![deny(unsafe_op_in_unsafe_fn)]
@@ -53,7 +54,13 @@ mod x86_q4;
 #[cfg(target_arch = "x86_64")]
 mod x86_q4_k;
 #[cfg(target_arch = "x86_64")]
+mod x86_q4_k_vnni;
+#[cfg(target_arch = "x86_64")]
 mod x86_q6_k;
+#[cfg(target_arch = "x86_64")]
+mod x86_q6_k_vnni;
+#[cfg(target_arch = "x86_64")]
+mod x86_vnni;
 
 pub use activations::{Q8Activations, Quantization};
 pub use dispatch::{Format, Path, Weights};

@@ -77,7 +77,7 @@ impl SuperQuants {
     }
 
     /// Row `row` (inlined: the tiles ask for it per weight group).
-    #[inline]
+    #[inline(always)]
     pub(crate) fn row(&self, row: usize) -> SuperRow<'_> {
         let supers = self.supers;
         SuperRow {

@@ -85,10 +85,10 @@ pub(crate) fn fifth_bits(qh: __m256i, bit: usize) -> __m256i {
 /// the row's 32-bit lane (for `madd`), and the mins of sub-blocks `2k` and
 /// `2k + 1` as the two 16-bit halves of the lane.
 pub(crate) struct SuperFactors {
-    d: __m256,
-    dmin: __m256,
-    scales: [__m256i; SUB_BLOCKS],
-    min_pairs: [__m256i; SUB_BLOCKS / 2],
+    pub(crate) d: __m256,
+    pub(crate) dmin: __m256,
+    pub(crate) scales: [__m256i; SUB_BLOCKS],
+    pub(crate) min_pairs: [__m256i; SUB_BLOCKS / 2],
 }
 
 /// [`SuperFactors`] of the group super-block at `data`, unpacked from the 96

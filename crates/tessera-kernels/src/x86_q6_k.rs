@@ -84,7 +84,7 @@ unsafe fn sub_block_quants(data: *const u8, chunk: usize, k: usize, t: usize) ->
 /// `j < 8` (the 16 bytes at `SCALES_AT + 16j` are loaded).
 #[target_feature(enable = "avx2")]
 #[inline]
-unsafe fn scale_multipliers(data: *const u8, j: usize) -> ([__m256i; 2], __m256i) {
+pub(crate) unsafe fn scale_multipliers(data: *const u8, j: usize) -> ([__m256i; 2], __m256i) {
     // SAFETY: the 16 bytes (scales 2j and 2j + 1 of the eight rows) lie inside the
     // group super-block (the caller's contract).
     let both = unsafe { _mm_loadu_si128(data.add(SCALES_AT + 2 * j * GROUP).cast()) };

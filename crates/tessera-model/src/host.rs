@@ -39,15 +39,34 @@ struct BlockContext<'p, 'a> {
     angles: &'p RopeAngles,
 }
 
+/// A forward's MLP buffers, reused by every block: a 482-token prefill's
+/// fused gate/up output alone is 34.5 MB on the 1.5B, past glibc's largest
+/// mmap threshold, so allocating it per block mapped fresh pages that the
+/// kernel zeroed on first write (9% of the prefill).
+#[derive(Default)]
+struct Scratch {
+    gate_up: Vec<f32>,
+    act: Vec<f32>,
+    out: Vec<f32>,
+}
+
 impl Block {
-    fn forward(&self, x: &mut [f32], ctx: &BlockContext<'_, '_>, kv: &mut LayerKv) -> Result<()> {
+    fn forward(
+        &self,
+        x: &mut [f32],
+        ctx: &BlockContext<'_, '_>,
+        kv: &mut LayerKv,
+        scratch: &mut Scratch,
+    ) -> Result<()> {
         let rows = ctx.plan.tokens.len();
         let attn = self.attention(&self.attn_norm.forward(x), ctx, kv)?;
-        add_in_place(x, &self.o_proj.forward(&attn, rows)?);
+        self.o_proj.forward_into(&attn, rows, &mut scratch.out)?;
+        add_in_place(x, &scratch.out);
         let h = self.ffn_norm.forward(x);
-        let gate_up = self.gate_up_proj.forward(&h, rows)?;
-        let act = swiglu_fused(&gate_up, ctx.config.intermediate_size);
-        add_in_place(x, &self.down_proj.forward(&act, rows)?);
+        self.gate_up_proj.forward_into(&h, rows, &mut scratch.gate_up)?;
+        swiglu_fused(&scratch.gate_up, ctx.config.intermediate_size, &mut scratch.act);
+        self.down_proj.forward_into(&scratch.act, rows, &mut scratch.out)?;
+        add_in_place(x, &scratch.out);
         Ok(())
     }
 
@@ -159,9 +178,10 @@ impl HostModel {
             rope: &self.rope,
             angles: &angles,
         };
+        let mut scratch = Scratch::default();
         for (layer, (block, kv)) in self.blocks.iter().zip(layers).enumerate() {
             let _span = tracing::trace_span!("block", layer).entered();
-            block.forward(&mut x, &ctx, kv)?;
+            block.forward(&mut x, &ctx, kv, &mut scratch)?;
         }
         self.logits(&x, &plan)
     }

@@ -54,7 +54,14 @@ impl Linear {
 
     /// Apply to `rows` rows of `x` (`[rows, in]`), returning `[rows, out]`.
     pub fn forward(&self, x: &[f32], rows: usize) -> Result<Vec<f32>> {
-        let mut y = self.weight.forward(x, rows)?;
+        let mut y = Vec::new();
+        self.forward_into(x, rows, &mut y)?;
+        Ok(y)
+    }
+
+    /// [`forward`](Self::forward) into `y` (a buffer reused across layers; see `Matrix::forward_into`).
+    pub fn forward_into(&self, x: &[f32], rows: usize, y: &mut Vec<f32>) -> Result<()> {
+        self.weight.forward_into(x, rows, y)?;
         if let Some(bias) = &self.bias {
             for row in y.chunks_exact_mut(bias.len()) {
                 for (value, b) in row.iter_mut().zip(bias) {
@@ -62,7 +69,7 @@ impl Linear {
                 }
             }
         }
-        Ok(y)
+        Ok(())
     }
 }
 
@@ -144,11 +151,12 @@ impl RmsNorm {
 }
 
 /// SwiGLU over a fused `[rows, 2 × width]` buffer holding `gate | up` per row:
-/// returns `silu(gate) · up`, `[rows, width]`, rows in parallel (a prefill's
-/// 512 × 8,960 `exp`s were a tenth of its time on one thread).
-pub fn swiglu_fused(gate_up: &[f32], width: usize) -> Vec<f32> {
-    let mut out = vec![0f32; gate_up.len() / 2];
-    crate::parallel::for_each_chunk_mut(&mut out, width, |row, dst| {
+/// `silu(gate) · up` into `out`, resized to `[rows, width]` (every value
+/// written), rows in parallel (a prefill's 512 × 8,960 `exp`s were a tenth of
+/// its time on one thread).
+pub fn swiglu_fused(gate_up: &[f32], width: usize, out: &mut Vec<f32>) {
+    out.resize(gate_up.len() / 2, 0.0);
+    crate::parallel::for_each_chunk_mut(out, width, |row, dst| {
         let (gate, up) = gate_up[row * 2 * width..(row + 1) * 2 * width].split_at(width);
         // `exp(−g)` 64 at a time on the vector `exp` (glibc's bits, as `f32::exp` gives them).
         let (mut minus, mut exps) = ([0f32; 64], [0f32; 64]);
@@ -163,7 +171,6 @@ pub fn swiglu_fused(gate_up: &[f32], width: usize) -> Vec<f32> {
             }
         }
     });
-    out
 }
 
 /// `x += y`, elementwise.
@@ -192,7 +199,8 @@ mod tests {
         };
         let mut gate_up: Vec<f32> = (0..rows * 2 * width).map(|_| next()).collect();
         gate_up[..6].copy_from_slice(&[0.0, -0.0, 88.9, -104.5, 1e-30, -3.0]);
-        let got = swiglu_fused(&gate_up, width);
+        let mut got = vec![f32::NAN; rows * width + 5];
+        swiglu_fused(&gate_up, width, &mut got);
         for (row, values) in gate_up.chunks_exact(2 * width).enumerate() {
             let (gate, up) = values.split_at(width);
             for (i, (g, u)) in gate.iter().zip(up).enumerate() {

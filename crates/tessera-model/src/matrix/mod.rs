@@ -441,8 +441,18 @@ impl ParallelMatMul {
 
     /// `x` is `[n, cols]`; returns `[n, rows]`.
     pub fn forward(&self, x: &[f32], n: usize) -> Result<Vec<f32>> {
+        let mut y = Vec::new();
+        self.forward_into(x, n, &mut y)?;
+        Ok(y)
+    }
+
+    /// [`forward`](Self::forward) into `y`, resized to `[n, rows]`: every
+    /// value is written, so a buffer reused across layers shows nothing stale
+    /// (and a prefill's products do not each map and fault in fresh pages).
+    pub fn forward_into(&self, x: &[f32], n: usize, y: &mut Vec<f32>) -> Result<()> {
+        y.resize(n * self.rows, 0.0);
         if n >= TOKEN_SPLIT_MIN && self.parts.iter().all(Part::is_own) {
-            return self.forward_by_tokens(x, n);
+            return self.forward_by_tokens(x, n, y);
         }
         let quantization = self.quantization();
         let own = quantization != Quantization::default();
@@ -463,7 +473,6 @@ impl ParallelMatMul {
             .flat_map(|part| (0..part.slice_count()).map(move |slice| Task { part, slice }))
             .collect();
         let outputs = parallel::map(&tasks, |task| task.part.compute(task.slice, &inputs, n));
-        let mut y = vec![0f32; n * self.rows];
         for (task, output) in tasks.iter().zip(outputs) {
             let output = output?;
             let range = task.part.slice_rows(task.slice);
@@ -472,7 +481,7 @@ impl ParallelMatMul {
                 y[row * self.rows + first..][..range.len()].copy_from_slice(values);
             }
         }
-        Ok(y)
+        Ok(())
     }
 
     /// [`forward`](Self::forward) split by activation rows (prefill): each
@@ -480,12 +489,11 @@ impl ParallelMatMul {
     /// straight into its rows of the output (no per-slice buffers to gather,
     /// no serial quantization). The same kernels and arithmetic per output as
     /// the split by weight rows, so the same bits.
-    fn forward_by_tokens(&self, x: &[f32], n: usize) -> Result<Vec<f32>> {
+    fn forward_by_tokens(&self, x: &[f32], n: usize, y: &mut [f32]) -> Result<()> {
         let threads = parallel::num_threads();
         let chunk_rows = n.div_ceil(2 * threads).next_multiple_of(8);
-        let mut y = vec![0f32; n * self.rows];
         let failure = std::sync::Mutex::new(None);
-        parallel::for_each_chunk_mut(&mut y, chunk_rows * self.rows, |index, out| {
+        parallel::for_each_chunk_mut(y, chunk_rows * self.rows, |index, out| {
             let first = index * chunk_rows;
             let rows = out.len() / self.rows;
             let x = &x[first * self.cols..(first + rows) * self.cols];
@@ -495,7 +503,7 @@ impl ParallelMatMul {
         });
         match failure.into_inner().unwrap_or_else(|p| p.into_inner()) {
             Some(e) => Err(e),
-            None => Ok(y),
+            None => Ok(()),
         }
     }
 
