@@ -200,11 +200,11 @@ unsafe fn pair_tile<const C: usize>(
                 let mut dots = [_mm512_setzero_si512(); C];
                 for t in half * 4..half * 4 + 4 {
                     let q = quants.get(sb, j, t);
-                    for c in 0..C {
+                    for (dot, row) in dots.iter_mut().zip(rows.quants) {
                         // SAFETY: block `block < 8 · factors.len() <= x.blocks()` (the
                         // caller's contract) is 32 bytes of the row's quants, and 4t + 4 <= 32.
-                        let y = unsafe { broadcast_four(rows.quants[c].add(block * BLOCK + t * 4)) };
-                        dots[c] = _mm512_dpbusd_epi32(dots[c], q, y);
+                        let y = unsafe { broadcast_four(row.add(block * BLOCK + t * 4)) };
+                        *dot = _mm512_dpbusd_epi32(*dot, q, y);
                     }
                 }
                 let scale = factors.scales[2 * j + half];
