@@ -240,14 +240,14 @@ impl Weights {
         #[cfg(target_arch = "x86_64")]
         if path == Path::Avx512Vnni && path.available() {
             match self {
-                Weights::Q4K(w) | Weights::Q5K(Q5KWeights(w)) if x.rows() >= Q4_K_VNNI_MIN_ROWS => {
+                Weights::Q4K(w) | Weights::Q5K(Q5KWeights(w)) if x.rows() >= VNNI_MIN_ROWS => {
                     // SAFETY: the CPU has AVX-512 F/BW/VNNI, AVX2, FMA and F16C
                     // (`available`), and `check`, `check_quantization` and the
                     // group test above hold.
                     unsafe { crate::x86_q4_k_vnni::matmul_q4_k(w, rows, x, out, stride) };
                     return Ok(());
                 }
-                Weights::Q6K(w) if x.rows() >= Q6_K_VNNI_MIN_ROWS => {
+                Weights::Q6K(w) if x.rows() >= VNNI_MIN_ROWS => {
                     // SAFETY: as above.
                     unsafe { crate::x86_q6_k_vnni::matmul_q6_k(w, rows, x, out, stride) };
                     return Ok(());
@@ -292,17 +292,14 @@ impl Weights {
     }
 }
 
-/// Activation rows from which Q4_K and Q5_K run their AVX-512 VNNI tiles
-/// (where the path is): those unpack each pair of row groups once per chunk,
-/// which pays off over 8 rows and more (one thread, 3072×768 in L3 on a Zen 4
-/// EPYC: 8 rows 168 µs against the AVX2 tiles' 200, 4 rows 100–111 against
-/// 100); fewer run the AVX2 tiles straight from the packed bytes.
-const Q4_K_VNNI_MIN_ROWS: usize = 8;
-
-/// The same for Q6_K, whose AVX2 tiles rebuild each 6-bit value from two
-/// registers per activation tile: the VNNI tiles win from 2 rows (89 µs
-/// against 133).
-const Q6_K_VNNI_MIN_ROWS: usize = 2;
+/// Activation rows from which Q4_K, Q5_K and Q6_K run their AVX-512 VNNI
+/// tiles (where the path is). Those unpack each pair of row groups once per
+/// chunk, a pass that pays off over many rows: on the 1.5B (2 threads, a Zen
+/// 4 EPYC, weights streamed from memory) a forward of 16 rows took 181 ms
+/// against the AVX2 tiles' 207, but of 8 rows 117 against 110, and of 2 rows
+/// 51 against 37 (with Q6_K from 2 rows). Fewer rows (decode, drafts) run
+/// the AVX2 tiles straight from the packed bytes.
+const VNNI_MIN_ROWS: usize = 16;
 
 /// The activations hold the quantization the weights read (the kernels
 /// index its buffers through unchecked pointers).

@@ -250,11 +250,14 @@ struct GroupFormat {
     shapes: &'static [(usize, usize, usize)],
 }
 
-/// Shapes whose rows hold whole 256-value super-blocks.
-/// The last shape spans several of the AVX2 kernels' activation chunks (32 rows each).
+/// Shapes whose rows hold whole 256-value super-blocks. From 16 activation
+/// rows the AVX-512 VNNI tiles run (16 exactly, partial tiles of 8, an odd
+/// last row group); the last shape spans several of the AVX2 kernels'
+/// activation chunks (32 rows each) and two of the VNNI kernels'.
 const K_SHAPES: &[(usize, usize, usize)] = &[
     (1, 1, 8),
     (9, 3, 16),
+    (24, 16, 16),
     (17, 33, 8),
     (5, 2, 24),
     (32, 9, 8),

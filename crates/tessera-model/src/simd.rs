@@ -21,7 +21,7 @@ pub fn active_path() -> &'static str {
 /// builds' path.
 pub fn kernels_in_use() -> String {
     let products = match tessera_kernels::Path::detect() {
-        tessera_kernels::Path::Avx512Vnni => "AVX-512 VNNI (Q4_K/Q5_K from 8 rows, Q6_K from 2; AVX2 otherwise)",
+        tessera_kernels::Path::Avx512Vnni => "AVX-512 VNNI (K-quants from 16 activation rows; AVX2 otherwise)",
         tessera_kernels::Path::Avx2 => "AVX2",
         tessera_kernels::Path::Portable => "portable",
     };
