@@ -12,8 +12,8 @@ use std::sync::OnceLock;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Path {
     /// AVX-512 F/BW/VNNI on top of AVX2 (x86-64): Q4_K, Q5_K and Q6_K
-    /// products over many activation rows (prefill) run VNNI tiles, the rest
-    /// the AVX2 kernels; the model's attention and vector builds use AVX-512.
+    /// products run VNNI tiles, the other formats the AVX2 kernels; the
+    /// model's attention and vector builds use AVX-512.
     Avx512Vnni,
     /// AVX2, FMA and F16C (x86-64).
     Avx2,
@@ -292,14 +292,13 @@ impl Weights {
     }
 }
 
-/// Activation rows from which Q4_K, Q5_K and Q6_K run their AVX-512 VNNI
-/// tiles (where the path is). Those unpack each pair of row groups once per
-/// chunk, a pass that pays off over many rows: on the 1.5B (2 threads, a Zen
-/// 4 EPYC, weights streamed from memory) a forward of 16 rows took 181 ms
-/// against the AVX2 tiles' 207, but of 8 rows 117 against 110, and of 2 rows
-/// 51 against 37 (with Q6_K from 2 rows). Fewer rows (decode, drafts) run
-/// the AVX2 tiles straight from the packed bytes.
-const VNNI_MIN_ROWS: usize = 16;
+/// Activation rows from which the K-quants run their AVX-512 VNNI tiles
+/// (where the path is). On the 1.5B's forward (2 threads, a Zen 4 EPYC,
+/// weights streamed from memory) they took 92.6 ms for 8 rows against the
+/// AVX2 tiles' 110.5, but 54.5 against 52.6 for 4 rows, 46.5 against 39.5
+/// for 2 and 43.6 against 31.8 for one: with few rows the step is bound by
+/// the weights' stream, which the AVX2 tiles read as well.
+const VNNI_MIN_ROWS: usize = 8;
 
 /// The activations hold the quantization the weights read (the kernels
 /// index its buffers through unchecked pointers).

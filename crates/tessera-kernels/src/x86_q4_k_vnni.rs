@@ -32,6 +32,11 @@ struct PairFactors {
     min_pairs: [__m512i; SUB_BLOCKS / 2],
 }
 
+/// Activation rows from which a product unpacks each pair of row groups
+/// once per chunk for all its tiles; fewer rows read the packed bytes in
+/// each tile (decode, drafts: one tile, so unpacking is only a second pass).
+const UNPACK_MIN_ROWS: usize = 16;
+
 /// See `portable::matmul_q4_k`.
 ///
 /// # Safety
@@ -70,6 +75,19 @@ unsafe fn matmul_groups<const FIVE: bool>(
     out: &mut [f32],
     stride: usize,
 ) {
+    if x.rows() < UNPACK_MIN_ROWS {
+        macro_rules! prepare {
+            ($pair:expr) => {{}};
+        }
+        // A tile of `C` activation rows at (`pair`, `j`), read from the packed bytes.
+        macro_rules! tile {
+            ($c:literal, $pair:expr, $j:expr) => {
+                pair_tile::<$c, FIVE, true>(w, $pair, &PairQuants::new(0), &[], x, $j)
+            };
+        }
+        for_each_pair_tile!(rows, x, out, stride, crate::x86_vnni::TILE, prepare, tile);
+        return;
+    }
     // SAFETY: all-zero bits are valid registers.
     let mut factors: Vec<PairFactors> = vec![unsafe { std::mem::zeroed() }; w.supers()];
     let mut quants = PairQuants::new(w.supers());
@@ -79,13 +97,13 @@ unsafe fn matmul_groups<const FIVE: bool>(
             unpack_pair::<FIVE>(w, $pair, &mut quants);
         }};
     }
-    // A tile of `C` activation rows at (`pair`, `j`).
+    // A tile of `C` activation rows at (`pair`, `j`), read from the unpacked pair.
     macro_rules! tile {
         ($c:literal, $pair:expr, $j:expr) => {
-            pair_tile::<$c>(&quants, &factors, x, $j)
+            pair_tile::<$c, FIVE, false>(w, $pair, &quants, &factors, x, $j)
         };
     }
-    for_each_pair_tile!(rows, x, out, stride, prepare, tile);
+    for_each_pair_tile!(rows, x, out, stride, crate::x86_vnni::TILE, prepare, tile);
 }
 
 /// Bit `bit` of every byte of `qh`, moved to bit 4 (see `x86_q4_k::fifth_bits`).
@@ -100,33 +118,74 @@ fn fifth_bits(qh: __m512i, bit: usize) -> __m512i {
     _mm512_and_si512(moved, _mm512_set1_epi8(0x10))
 }
 
-/// Every super-block's [`PairFactors`] for the pair `[lower, upper]`.
+/// Every super-block's [`PairFactors`] for the pair.
 ///
 /// # Safety
 /// The CPU has AVX-512 F, AVX2, FMA and F16C. (Super-blocks are reached
 /// through checked slices; `factors` should hold `w.supers()` entries.)
 #[target_feature(enable = "avx512f,avx2,fma,f16c")]
 #[inline]
-unsafe fn pair_factors(w: &Q4KWeights, [lower, upper]: [usize; 2], factors: &mut [PairFactors]) {
+unsafe fn pair_factors(w: &Q4KWeights, pair: [usize; 2], factors: &mut [PairFactors]) {
+    for (sb, entry) in factors.iter_mut().enumerate() {
+        // SAFETY: the features are enabled here.
+        *entry = unsafe { super_factors(w, pair, sb) };
+    }
+}
+
+/// The [`PairFactors`] of super-block `sb` of the pair `[lower, upper]`.
+///
+/// # Safety
+/// The CPU has AVX-512 F, AVX2, FMA and F16C. (Super-blocks are reached
+/// through checked slices.)
+#[target_feature(enable = "avx512f,avx2,fma,f16c")]
+#[inline]
+unsafe fn super_factors(w: &Q4KWeights, [lower, upper]: [usize; 2], sb: usize) -> PairFactors {
     // The AVX2 factors carry each scale in both 16-bit halves of its lane.
     let low_half = _mm256_set1_epi32(0xFFFF);
-    for (sb, entry) in factors.iter_mut().enumerate() {
-        let (lo, hi) = (w.group_super(lower, sb).as_ptr(), w.group_super(upper, sb).as_ptr());
-        // SAFETY: both are whole group super-blocks (checked slices), longer than their
-        // factors; the features are enabled here.
-        let (lo, hi) = unsafe { (super_block_factors(lo), super_block_factors(hi)) };
-        entry.d = join_ps(lo.d, hi.d);
-        entry.dmin = join_ps(lo.dmin, hi.dmin);
-        for j in 0..SUB_BLOCKS {
-            entry.scales[j] = join_si(
+    let (lo, hi) = (w.group_super(lower, sb).as_ptr(), w.group_super(upper, sb).as_ptr());
+    // SAFETY: both are whole group super-blocks (checked slices), longer than their
+    // factors; the features are enabled here.
+    let (lo, hi) = unsafe { (super_block_factors(lo), super_block_factors(hi)) };
+    PairFactors {
+        d: join_ps(lo.d, hi.d),
+        dmin: join_ps(lo.dmin, hi.dmin),
+        scales: std::array::from_fn(|j| {
+            join_si(
                 _mm256_and_si256(lo.scales[j], low_half),
                 _mm256_and_si256(hi.scales[j], low_half),
-            );
-        }
-        for k in 0..SUB_BLOCKS / 2 {
-            entry.min_pairs[k] = join_si(lo.min_pairs[k], hi.min_pairs[k]);
-        }
+            )
+        }),
+        min_pairs: std::array::from_fn(|k| join_si(lo.min_pairs[k], hi.min_pairs[k])),
     }
+}
+
+/// Register `t` of sub-block `j` of the pair's group super-blocks at `lo`
+/// and `hi` (lane `r`: row `r`'s values `4t..4t + 4`, 0–15 or 0–31 for Q5_K),
+/// from their packed bytes.
+///
+/// # Safety
+/// The CPU has AVX-512 F and BW; `lo` and `hi` point at whole group
+/// super-blocks of `w` with `FIVE == w.five_bit()` (Q5_K's nibbles start 256
+/// bytes later, so `FIVE` on a Q4_K matrix would read past them), `j < 8`
+/// and `t < 8`.
+#[target_feature(enable = "avx512f,avx512bw")]
+#[inline]
+unsafe fn packed_values<const FIVE: bool>(lo: *const u8, hi: *const u8, j: usize, t: usize) -> __m512i {
+    let at = nibbles_at(FIVE) + (j / 2) * PAIR_BYTES + t * 32;
+    // SAFETY: pair `j / 2 < 4` holds eight 32-byte registers after the nibbles' start,
+    // inside both group super-blocks of this kind (the caller's contract).
+    let packed = unsafe { join_loads(lo.add(at), hi.add(at)) };
+    let shifted = match j % 2 {
+        0 => packed,
+        _ => _mm512_srli_epi16::<4>(packed),
+    };
+    let values = _mm512_and_si512(shifted, _mm512_set1_epi8(0x0F));
+    if !FIVE {
+        return values;
+    }
+    // SAFETY: Q5_K's eight qh registers lie after QH_AT, inside both blocks.
+    let qh = unsafe { join_loads(lo.add(QH_AT + t * 32), hi.add(QH_AT + t * 32)) };
+    _mm512_or_si512(values, fifth_bits(qh, j))
 }
 
 /// A pair's values (0–15, or 0–31 for Q5_K) as bytes, for every tile of the pair.
@@ -139,26 +198,13 @@ unsafe fn pair_factors(w: &Q4KWeights, [lower, upper]: [usize; 2], factors: &mut
 #[target_feature(enable = "avx512f,avx512bw")]
 #[inline]
 unsafe fn unpack_pair<const FIVE: bool>(w: &Q4KWeights, [lower, upper]: [usize; 2], quants: &mut PairQuants) {
-    let nibble = _mm512_set1_epi8(0x0F);
-    let nibbles_at = nibbles_at(FIVE);
     for sb in 0..w.supers() {
         let (lo, hi) = (w.group_super(lower, sb).as_ptr(), w.group_super(upper, sb).as_ptr());
-        for pair in 0..SUB_BLOCKS / 2 {
+        for j in 0..SUB_BLOCKS {
             for t in 0..8 {
-                let at = nibbles_at + pair * PAIR_BYTES + t * 32;
-                // SAFETY: pair `pair < 4` holds eight 32-byte registers after the nibbles'
-                // start, inside both group super-blocks of this kind (`FIVE` matches `w`).
-                let packed = unsafe { join_loads(lo.add(at), hi.add(at)) };
-                let mut low = _mm512_and_si512(packed, nibble);
-                let mut high = _mm512_and_si512(_mm512_srli_epi16::<4>(packed), nibble);
-                if FIVE {
-                    // SAFETY: Q5_K's eight qh registers lie after QH_AT, inside both blocks.
-                    let qh = unsafe { join_loads(lo.add(QH_AT + t * 32), hi.add(QH_AT + t * 32)) };
-                    low = _mm512_or_si512(low, fifth_bits(qh, 2 * pair));
-                    high = _mm512_or_si512(high, fifth_bits(qh, 2 * pair + 1));
-                }
-                quants.set(sb, 2 * pair, t, low);
-                quants.set(sb, 2 * pair + 1, t, high);
+                // SAFETY: whole group super-blocks (checked slices) of this kind (`FIVE`
+                // matches `w`), j, t < 8; the features are enabled here.
+                quants.set(sb, j, t, unsafe { packed_values::<FIVE>(lo, hi, j, t) });
             }
         }
     }
@@ -175,18 +221,23 @@ fn accumulate_super_block(acc: __m512, (a, b): (__m512i, __m512i), factors: &Pai
     _mm512_add_ps(acc, _mm512_sub_ps(scaled, shifted))
 }
 
-/// The sixteen outputs of an unpacked pair against activation rows `j0..j0 + C`.
+/// The sixteen outputs of the pair `[lower, upper]` against activation rows
+/// `j0..j0 + C`: its values and factors read from the packed bytes
+/// (`PACKED`, for few activation rows) or from the pair's unpacked `quants`
+/// and `factors` tables (`unpack_pair`, `pair_factors`).
 ///
 /// # Safety
-/// The CPU has AVX-512 F, BW and VNNI, AVX2, FMA and F16C; the activations
-/// hold super-blocks, and `factors.len() <= x.blocks() / 8`: the quants and
-/// run sums of every super-block in `factors` are read through unchecked
-/// pointers (the kernel passes `w.supers()` entries, and `x.blocks() ==
-/// w.blocks()`). `j0 + C <= x.rows()` and `quants` are checked (slicing and
-/// indexing panic).
+/// The CPU has AVX-512 F, BW and VNNI, AVX2, FMA and F16C; `FIVE ==
+/// w.five_bit()` (see [`packed_values`]); the activations hold super-blocks
+/// with `x.blocks() == w.blocks()` (their quants and run sums are read
+/// through unchecked pointers). Unless `PACKED`, `quants` and `factors` hold
+/// the pair's `w.supers()` super-blocks (checked: indexing panics). The
+/// groups and `j0 + C <= x.rows()` are checked (slicing panics).
 #[target_feature(enable = "avx512f,avx512bw,avx512vnni,avx2,fma,f16c")]
 #[inline]
-unsafe fn pair_tile<const C: usize>(
+unsafe fn pair_tile<const C: usize, const FIVE: bool, const PACKED: bool>(
+    w: &Q4KWeights,
+    [lower, upper]: [usize; 2],
     quants: &PairQuants,
     factors: &[PairFactors],
     x: &Q8Activations,
@@ -194,15 +245,30 @@ unsafe fn pair_tile<const C: usize>(
 ) -> [__m512; C] {
     let mut acc = [_mm512_setzero_ps(); C];
     let rows = TileRows::<C>::new(x, j0, RunSums::ThirtyTwo);
-    for (sb, factors) in factors.iter().enumerate() {
+    for sb in 0..w.supers() {
+        let (lo, hi) = (w.group_super(lower, sb).as_ptr(), w.group_super(upper, sb).as_ptr());
+        let computed;
+        let factors = match PACKED {
+            true => {
+                // SAFETY: the features are enabled here.
+                computed = unsafe { super_factors(w, [lower, upper], sb) };
+                &computed
+            }
+            false => &factors[sb],
+        };
         let mut a = [_mm512_setzero_si512(); C];
         for j in 0..SUB_BLOCKS {
             let block = sb * SUB_BLOCKS + j;
             let mut dots = [_mm512_setzero_si512(); C];
             for t in 0..8 {
-                let q = quants.get(sb, j, t);
+                let q = match PACKED {
+                    // SAFETY: whole group super-blocks (checked slices) of this kind (the
+                    // caller's contract), j, t < 8; the features are enabled here.
+                    true => unsafe { packed_values::<FIVE>(lo, hi, j, t) },
+                    false => quants.get(sb, j, t),
+                };
                 for (dot, row) in dots.iter_mut().zip(rows.quants) {
-                    // SAFETY: block `block < 8 · factors.len() <= x.blocks()` (the caller's
+                    // SAFETY: block `block < 8 · w.supers() == x.blocks()` (the caller's
                     // contract) is 32 bytes of the row's quants, and 4t + 4 <= 32.
                     let y = unsafe { broadcast_four(row.add(block * BLOCK + t * 4)) };
                     *dot = _mm512_dpbusd_epi32(*dot, q, y);
@@ -215,7 +281,7 @@ unsafe fn pair_tile<const C: usize>(
         for c in 0..C {
             let mut b = _mm512_setzero_si512();
             for (k, pair) in factors.min_pairs.iter().enumerate() {
-                // SAFETY: run sums `8·sb + 2k + 1 < 8·factors.len() <= x.blocks()` lie
+                // SAFETY: run sums `8·sb + 2k + 1 < 8·w.supers() == x.blocks()` lie
                 // inside the row's `sums32` (one per 32 activation values).
                 let run_sums = unsafe {
                     _mm512_set1_epi32(rows.sums[c].add(sb * SUB_BLOCKS + 2 * k).cast::<i32>().read_unaligned())

@@ -33,6 +33,15 @@ struct PairFactors {
     scale_pairs: [__m512i; SUB_BLOCKS],
 }
 
+/// Activation rows from which a product unpacks each pair of row groups
+/// once per chunk (see `x86_q4_k_vnni::UNPACK_MIN_ROWS`).
+const UNPACK_MIN_ROWS: usize = 16;
+
+/// Activation rows per tile read from the packed bytes: rebuilding the
+/// 6-bit values beside 8 rows' accumulators spills registers (one thread,
+/// 3072×768 in L3: 8 rows in one tile 293 µs, 4 rows 101 µs).
+const PACKED_TILE: usize = 4;
+
 /// See `portable::matmul_q6_k`.
 ///
 /// # Safety
@@ -50,6 +59,19 @@ pub(crate) unsafe fn matmul_q6_k(
     out: &mut [f32],
     stride: usize,
 ) {
+    if x.rows() < UNPACK_MIN_ROWS {
+        macro_rules! prepare {
+            ($pair:expr) => {{}};
+        }
+        // A tile of `C` activation rows at (`pair`, `j`), read from the packed bytes.
+        macro_rules! tile {
+            ($c:literal, $pair:expr, $j:expr) => {
+                pair_tile::<$c, true>(w, $pair, &PairQuants::new(0), &[], x, $j)
+            };
+        }
+        for_each_pair_tile!(rows, x, out, stride, PACKED_TILE, prepare, tile);
+        return;
+    }
     // SAFETY: all-zero bits are valid registers.
     let mut factors: Vec<PairFactors> = vec![unsafe { std::mem::zeroed() }; w.supers()];
     let mut quants = PairQuants::new(w.supers());
@@ -59,13 +81,13 @@ pub(crate) unsafe fn matmul_q6_k(
             unpack_pair(w, $pair, &mut quants);
         }};
     }
-    // A tile of `C` activation rows at (`pair`, `j`).
+    // A tile of `C` activation rows at (`pair`, `j`), read from the unpacked pair.
     macro_rules! tile {
         ($c:literal, $pair:expr, $j:expr) => {
-            pair_tile::<$c>(&quants, &factors, x, $j)
+            pair_tile::<$c, false>(w, $pair, &quants, &factors, x, $j)
         };
     }
-    for_each_pair_tile!(rows, x, out, stride, prepare, tile);
+    for_each_pair_tile!(rows, x, out, stride, crate::x86_vnni::TILE, prepare, tile);
 }
 
 /// The quants (0–63) of sub-block `k` of chunk `chunk` at register position
@@ -122,29 +144,39 @@ unsafe fn unpack_pair(w: &Q6KWeights, [lower, upper]: [usize; 2], quants: &mut P
     }
 }
 
-/// Every super-block's [`PairFactors`] for the pair `[lower, upper]`.
+/// Every super-block's [`PairFactors`] for the pair.
 ///
 /// # Safety
 /// The CPU has AVX-512 F, AVX2 and F16C. (Super-blocks are reached through
 /// checked slices; `factors` should hold `w.supers()` entries.)
 #[target_feature(enable = "avx512f,avx2,f16c")]
 #[inline]
-unsafe fn pair_factors(w: &Q6KWeights, [lower, upper]: [usize; 2], factors: &mut [PairFactors]) {
+unsafe fn pair_factors(w: &Q6KWeights, pair: [usize; 2], factors: &mut [PairFactors]) {
     for (sb, entry) in factors.iter_mut().enumerate() {
-        let (lo, hi) = (w.group_super(lower, sb).as_ptr(), w.group_super(upper, sb).as_ptr());
-        // SAFETY: `lo` and `hi` are whole group super-blocks (checked slices), which start
-        // with eight f16 d, then 16 × 8 scale bytes (`i < 16`, `j < 8`); AVX2 is enabled.
-        unsafe {
-            entry.d = join_ps(
+        // SAFETY: the features are enabled here.
+        *entry = unsafe { super_factors(w, pair, sb) };
+    }
+}
+
+/// The [`PairFactors`] of super-block `sb` of the pair `[lower, upper]`.
+///
+/// # Safety
+/// The CPU has AVX-512 F, AVX2 and F16C. (Super-blocks are reached through
+/// checked slices.)
+#[target_feature(enable = "avx512f,avx2,f16c")]
+#[inline]
+unsafe fn super_factors(w: &Q6KWeights, [lower, upper]: [usize; 2], sb: usize) -> PairFactors {
+    let (lo, hi) = (w.group_super(lower, sb).as_ptr(), w.group_super(upper, sb).as_ptr());
+    // SAFETY: `lo` and `hi` are whole group super-blocks (checked slices), which start
+    // with eight f16 d, then 16 × 8 scale bytes (`i < 16`, `j < 8`); AVX2 is enabled.
+    unsafe {
+        PairFactors {
+            d: join_ps(
                 _mm256_cvtph_ps(_mm_loadu_si128(lo.cast())),
                 _mm256_cvtph_ps(_mm_loadu_si128(hi.cast())),
-            );
-            for (i, scale) in entry.scales.iter_mut().enumerate() {
-                *scale = join_si(run_scales(lo, i), run_scales(hi, i));
-            }
-            for (j, pair) in entry.scale_pairs.iter_mut().enumerate() {
-                *pair = join_si(scale_multipliers(lo, j).1, scale_multipliers(hi, j).1);
-            }
+            ),
+            scales: std::array::from_fn(|i| join_si(run_scales(lo, i), run_scales(hi, i))),
+            scale_pairs: std::array::from_fn(|j| join_si(scale_multipliers(lo, j).1, scale_multipliers(hi, j).1)),
         }
     }
 }
@@ -173,18 +205,22 @@ fn accumulate_super_block(acc: __m512, (a, b): (__m512i, __m512i), d: __m512, dy
     )
 }
 
-/// The sixteen outputs of an unpacked pair against activation rows `j0..j0 + C`.
+/// The sixteen outputs of the pair `[lower, upper]` against activation rows
+/// `j0..j0 + C`: its quants and factors read from the packed bytes
+/// (`PACKED`, for few activation rows) or from the pair's unpacked `quants`
+/// and `factors` tables (`unpack_pair`, `pair_factors`).
 ///
 /// # Safety
 /// The CPU has AVX-512 F, BW and VNNI, AVX2, FMA and F16C; the activations
-/// hold super-blocks, and `factors.len() <= x.blocks() / 8`: the quants and
-/// run sums of every super-block in `factors` are read through unchecked
-/// pointers (the kernel passes `w.supers()` entries, and `x.blocks() ==
-/// w.blocks()`). `j0 + C <= x.rows()` and `quants` are checked (slicing and
-/// indexing panic).
+/// hold super-blocks with `x.blocks() == w.blocks()` (their quants and run
+/// sums are read through unchecked pointers). Unless `PACKED`, `quants` and
+/// `factors` hold the pair's `w.supers()` super-blocks (checked: indexing
+/// panics). The groups and `j0 + C <= x.rows()` are checked (slicing panics).
 #[target_feature(enable = "avx512f,avx512bw,avx512vnni,avx2,fma,f16c")]
 #[inline]
-unsafe fn pair_tile<const C: usize>(
+unsafe fn pair_tile<const C: usize, const PACKED: bool>(
+    w: &Q6KWeights,
+    [lower, upper]: [usize; 2],
     quants: &PairQuants,
     factors: &[PairFactors],
     x: &Q8Activations,
@@ -192,17 +228,32 @@ unsafe fn pair_tile<const C: usize>(
 ) -> [__m512; C] {
     let mut acc = [_mm512_setzero_ps(); C];
     let rows = TileRows::<C>::new(x, j0, RunSums::Sixteen);
-    for (sb, factors) in factors.iter().enumerate() {
+    for sb in 0..w.supers() {
+        let (lo, hi) = (w.group_super(lower, sb).as_ptr(), w.group_super(upper, sb).as_ptr());
+        let computed;
+        let factors = match PACKED {
+            true => {
+                // SAFETY: the features are enabled here.
+                computed = unsafe { super_factors(w, [lower, upper], sb) };
+                &computed
+            }
+            false => &factors[sb],
+        };
         let mut a = [_mm512_setzero_si512(); C];
         for j in 0..SUB_BLOCKS {
             let block = sb * SUB_BLOCKS + j;
             for half in 0..2 {
                 let mut dots = [_mm512_setzero_si512(); C];
                 for t in half * 4..half * 4 + 4 {
-                    let q = quants.get(sb, j, t);
+                    let q = match PACKED {
+                        // SAFETY: whole group super-blocks (checked slices); j / 4 < 2, t < 8;
+                        // the features are enabled here.
+                        true => unsafe { sub_block_quants(lo, hi, j / 4, j % 4, t) },
+                        false => quants.get(sb, j, t),
+                    };
                     for (dot, row) in dots.iter_mut().zip(rows.quants) {
-                        // SAFETY: block `block < 8 · factors.len() <= x.blocks()` (the
-                        // caller's contract) is 32 bytes of the row's quants, and 4t + 4 <= 32.
+                        // SAFETY: block `block < 8 · w.supers() == x.blocks()` (the caller's
+                        // contract) is 32 bytes of the row's quants, and 4t + 4 <= 32.
                         let y = unsafe { broadcast_four(row.add(block * BLOCK + t * 4)) };
                         *dot = _mm512_dpbusd_epi32(*dot, q, y);
                     }
@@ -216,7 +267,7 @@ unsafe fn pair_tile<const C: usize>(
         for c in 0..C {
             let mut b = _mm512_setzero_si512();
             for (j, pair) in factors.scale_pairs.iter().enumerate() {
-                // SAFETY: run sums `16·sb + 2j + 1 < 16·factors.len()` lie inside the row's
+                // SAFETY: run sums `16·sb + 2j + 1 < 16·w.supers()` lie inside the row's
                 // `sums16` (one per 16 activation values, `x.blocks() · 2` of them).
                 let run_sums = unsafe {
                     _mm512_set1_epi32(

@@ -21,7 +21,7 @@ pub fn active_path() -> &'static str {
 /// builds' path.
 pub fn kernels_in_use() -> String {
     let products = match tessera_kernels::Path::detect() {
-        tessera_kernels::Path::Avx512Vnni => "AVX-512 VNNI (K-quants from 16 activation rows; AVX2 otherwise)",
+        tessera_kernels::Path::Avx512Vnni => "AVX-512 VNNI (K-quants from 8 activation rows; AVX2 otherwise)",
         tessera_kernels::Path::Avx2 => "AVX2",
         tessera_kernels::Path::Portable => "portable",
     };
