@@ -146,17 +146,23 @@ unsafe fn super_factors(w: &Q4KWeights, [lower, upper]: [usize; 2], sb: usize) -
     // SAFETY: both are whole group super-blocks (checked slices), longer than their
     // factors; the features are enabled here.
     let (lo, hi) = unsafe { (super_block_factors(lo), super_block_factors(hi)) };
-    PairFactors {
+    // Filled in loops: a closure does not inherit the target features.
+    let mut factors = PairFactors {
         d: join_ps(lo.d, hi.d),
         dmin: join_ps(lo.dmin, hi.dmin),
-        scales: std::array::from_fn(|j| {
-            join_si(
-                _mm256_and_si256(lo.scales[j], low_half),
-                _mm256_and_si256(hi.scales[j], low_half),
-            )
-        }),
-        min_pairs: std::array::from_fn(|k| join_si(lo.min_pairs[k], hi.min_pairs[k])),
+        scales: [_mm512_setzero_si512(); SUB_BLOCKS],
+        min_pairs: [_mm512_setzero_si512(); SUB_BLOCKS / 2],
+    };
+    for (j, scale) in factors.scales.iter_mut().enumerate() {
+        *scale = join_si(
+            _mm256_and_si256(lo.scales[j], low_half),
+            _mm256_and_si256(hi.scales[j], low_half),
+        );
     }
+    for (k, pair) in factors.min_pairs.iter_mut().enumerate() {
+        *pair = join_si(lo.min_pairs[k], hi.min_pairs[k]);
+    }
+    factors
 }
 
 /// Register `t` of sub-block `j` of the pair's group super-blocks at `lo`

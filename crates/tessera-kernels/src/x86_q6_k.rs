@@ -241,7 +241,11 @@ unsafe fn group_tile<const C: usize>(w: &Q6KWeights, group: usize, x: &Q8Activat
         acc[0] = unsafe { single_row(w, group, x, j0) };
         return acc;
     }
-    let rows: [SuperRow<'_>; C] = std::array::from_fn(|c| x.super_row(j0 + c));
+    // Filled in a loop (see `x86_q4_k::group_tile`).
+    let mut rows: [SuperRow<'_>; C] = [x.super_row(j0); C];
+    for (c, row) in rows.iter_mut().enumerate().skip(1) {
+        *row = x.super_row(j0 + c);
+    }
     for sb in 0..w.supers() {
         let data = w.group_super(group, sb).as_ptr();
         // SAFETY: `data` is a whole group super-block (a checked slice), which starts

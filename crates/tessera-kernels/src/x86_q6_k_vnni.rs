@@ -169,15 +169,23 @@ unsafe fn super_factors(w: &Q6KWeights, [lower, upper]: [usize; 2], sb: usize) -
     let (lo, hi) = (w.group_super(lower, sb).as_ptr(), w.group_super(upper, sb).as_ptr());
     // SAFETY: `lo` and `hi` are whole group super-blocks (checked slices), which start
     // with eight f16 d, then 16 × 8 scale bytes (`i < 16`, `j < 8`); AVX2 is enabled.
+    // Filled in loops: a closure does not inherit the target features.
     unsafe {
-        PairFactors {
+        let mut factors = PairFactors {
             d: join_ps(
                 _mm256_cvtph_ps(_mm_loadu_si128(lo.cast())),
                 _mm256_cvtph_ps(_mm_loadu_si128(hi.cast())),
             ),
-            scales: std::array::from_fn(|i| join_si(run_scales(lo, i), run_scales(hi, i))),
-            scale_pairs: std::array::from_fn(|j| join_si(scale_multipliers(lo, j).1, scale_multipliers(hi, j).1)),
+            scales: [_mm512_setzero_si512(); RUNS],
+            scale_pairs: [_mm512_setzero_si512(); SUB_BLOCKS],
+        };
+        for (i, scale) in factors.scales.iter_mut().enumerate() {
+            *scale = join_si(run_scales(lo, i), run_scales(hi, i));
         }
+        for (j, pair) in factors.scale_pairs.iter_mut().enumerate() {
+            *pair = join_si(scale_multipliers(lo, j).1, scale_multipliers(hi, j).1);
+        }
+        factors
     }
 }
 
