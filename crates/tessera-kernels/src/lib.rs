@@ -2,19 +2,19 @@
 //!
 //! Quantized weight matrices times activations quantized per row to 8 bits,
 //! as GGML defines the formats: Q8_0 (32 signed bytes and one scale per
-//! block), Q4_0 and Q4_1 (32 four-bit values, a scale, and for Q4_1 a
-//! minimum per block), and the K-quants Q4_K (256-value super-blocks, kept at
-//! GGML's bytes) and Q6_K (unpacked to bytes at load).
+//! block), Q4_0/Q4_1/Q5_0/Q5_1 (32 four- or five-bit values, a scale, and a
+//! minimum or offset per block), and the K-quants Q2_K to Q6_K (256-value
+//! super-blocks, kept at GGML's bytes in groups of 8 rows).
 //!
 //! The Q8_0 and Q4_1 kernels compute each output exactly as candle's
 //! reference dot product does (same integer partial sums, same float
 //! operations in the same order, same final reduction), so for those formats
 //! switching to these kernels changes speed, never a logit. Q4_0 follows
 //! GGML's scalar order (candle's AVX2 code sums lanes in another order:
-//! equal to rounding), and Q4_K and Q6_K pair with the same 32-value
-//! activation blocks as the others where candle uses 256-value Q8_K blocks
-//! (equal to activation rounding, so their logits differ slightly from
-//! candle's). Every output is computed the same way whatever the batch
+//! equal to rounding), and Q4_K, Q5_K and Q6_K pair with activations
+//! quantized per 256 values, as candle's Q8_K blocks are, applying their
+//! sub-block scales in integers (their rounding differs slightly from
+//! candle's, so logits do). Every output is computed the same way whatever the batch
 //! around it (batch invariance). Speed comes from the layout and the loop
 //! nest: scales converted once at load, activations quantized once per
 //! matrix product instead of once per worker, and register tiles that reuse
