@@ -66,15 +66,29 @@ unsafe fn matmul_groups<const MIN: bool, const HIGH: bool>(
 /// groups, then tiles of up to four activation rows, each stored row by row.
 /// `$tile!(C, group, j)` computes a tile of `C` rows (a local macro, so that
 /// the tile's const generics stay the caller's and everything inlines under
-/// its `target_feature`).
+/// its `target_feature`); `$prepare!(group)`, when given, runs once per chunk
+/// and group before its tiles (an unsafe call under the same contract).
 macro_rules! for_each_group_tile {
     ($rows:expr, $x:expr, $out:expr, $stride:expr, $tile:ident) => {{
+        macro_rules! no_preparation {
+            ($group:expr) => {{}};
+        }
+        $crate::x86_q4::for_each_group_tile!($rows, $x, $out, $stride, no_preparation, $tile)
+    }};
+    ($rows:expr, $x:expr, $out:expr, $stride:expr, $prepare:ident, $tile:ident) => {{
         let rows: &std::ops::Range<usize> = &$rows;
         let groups = rows.start / GROUP..rows.end.div_ceil(GROUP);
         let n = $x.rows();
         for chunk in (0..n).step_by($crate::x86_q4::ACT_CHUNK) {
             let chunk_end = (chunk + $crate::x86_q4::ACT_CHUNK).min(n);
             for group in groups.clone() {
+                // Most kernels prepare nothing (then the block is empty).
+                #[allow(unused_unsafe)]
+                // SAFETY: the enclosing kernel enables the preparation's target features
+                // and its contract is the preparation's; the group is checked.
+                unsafe {
+                    $prepare!(group)
+                };
                 let mut j = chunk;
                 while j < chunk_end {
                     let width = (chunk_end - j).min(4);
