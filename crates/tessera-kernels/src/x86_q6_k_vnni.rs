@@ -60,13 +60,15 @@ pub(crate) unsafe fn matmul_q6_k(
     stride: usize,
 ) {
     if x.rows() < UNPACK_MIN_ROWS {
+        // The packed tiles read no unpacked pair (an empty one, never indexed).
+        let no_quants = PairQuants::new(0);
         macro_rules! prepare {
             ($pair:expr) => {{}};
         }
         // A tile of `C` activation rows at (`pair`, `j`), read from the packed bytes.
         macro_rules! tile {
             ($c:literal, $pair:expr, $j:expr) => {
-                pair_tile::<$c, true>(w, $pair, &PairQuants::new(0), &[], x, $j)
+                pair_tile::<$c, true>(w, $pair, &no_quants, &[], x, $j)
             };
         }
         for_each_pair_tile!(rows, x, out, stride, PACKED_TILE, prepare, tile);

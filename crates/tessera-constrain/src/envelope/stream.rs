@@ -48,6 +48,15 @@ enum At {
     AfterCall,
 }
 
+impl At {
+    /// At the arguments' opening bracket: nothing open yet.
+    const ARGUMENTS_START: At = At::Arguments {
+        depth: 0,
+        in_string: false,
+        escaped: false,
+    };
+}
+
 /// Streams one response's pieces.
 #[derive(Debug, Clone)]
 pub struct CallStreamParser {
@@ -164,11 +173,7 @@ impl CallStreamParser {
                 });
                 self.calls += 1;
                 self.pending.drain(..args_at);
-                self.at = At::Arguments {
-                    depth: 0,
-                    in_string: false,
-                    escaped: false,
-                };
+                self.at = At::ARGUMENTS_START;
                 true
             }
         }
@@ -243,11 +248,7 @@ impl CallStreamParser {
             return false;
         };
         self.pending.drain(..after_key + open);
-        self.at = At::Arguments {
-            depth: 0,
-            in_string: false,
-            escaped: false,
-        };
+        self.at = At::ARGUMENTS_START;
         true
     }
 
