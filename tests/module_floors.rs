@@ -16,10 +16,6 @@ use std::path::{Path, PathBuf};
 struct CrateFloors {
     src: &'static str,
     floors: &'static [&'static [&'static str]],
-    /// Imports that still run back up: (file under `src`, imported path
-    /// prefix), each with its reason. The check fails when one is gone too,
-    /// so the list only shrinks.
-    known_back_imports: &'static [(&'static str, &'static str)],
     /// Whether a static may not hold a cache (`OnceLock`, `LazyLock`, …).
     no_static_caches: bool,
 }
@@ -48,9 +44,6 @@ const CONSTRAIN: CrateFloors = CrateFloors {
         &["matcher"],
         &[""],
     ],
-    // Merging `enum`s with other keywords keeps the literals the automaton
-    // accepts; issue 35 asks for a narrow check below both instead.
-    known_back_imports: &[("schema/merge.rs", "json::accepts")],
     no_static_caches: true,
 };
 
@@ -76,7 +69,6 @@ const MODEL: CrateFloors = CrateFloors {
         &["shipped", "source"],
         &[""],
     ],
-    known_back_imports: &[],
     // The worker pool and the exp table are process-wide by design.
     no_static_caches: false,
 };
@@ -344,15 +336,6 @@ fn check(rules: &CrateFloors, files: &[(String, String)]) -> Vec<Finding> {
             findings.push(finding(file, imported, "a circle: the two units import each other"));
         }
     }
-    for (known_file, prefix) in rules.known_back_imports {
-        if !files
-            .iter()
-            .any(|(file, source)| file == known_file && imports(file, source).any(|t| t.starts_with(prefix)))
-        {
-            let why = "listed as a known back-import but gone: strike it from the list";
-            findings.push(finding(known_file, prefix, why));
-        }
-    }
     findings.sort();
     findings
 }
@@ -363,15 +346,6 @@ fn finding(file: &str, imported: &str, why: &'static str) -> Finding {
         imported: imported.to_string(),
         why,
     }
-}
-
-/// The crate paths `file` imports, resolved (`json::accepts`).
-fn imports<'a>(file: &'a str, source: &str) -> impl Iterator<Item = String> + 'a {
-    let code = code_of(source);
-    let paths: Vec<String> = use_paths(&code).into_iter().chain(inline_paths(&code)).collect();
-    paths
-        .into_iter()
-        .filter_map(move |path| resolve(&path, &module_of(file)).map(|t| t.join("::")))
 }
 
 /// The rules one file breaks; imports between two units of its floor go to `same_floor`.
@@ -412,11 +386,7 @@ fn file_findings(
             continue;
         };
         let imported = target.join("::");
-        let known = rules
-            .known_back_imports
-            .iter()
-            .any(|(f, prefix)| *f == file && imported.starts_with(prefix));
-        if floor > own_floor && !known {
+        if floor > own_floor {
             findings.push(finding(file, &imported, "imported from a higher floor"));
         }
         if floor == own_floor && unit != own_unit {
@@ -479,7 +449,7 @@ fn the_floors_check_fails_on_a_planted_break() {
         let (_, source) = files.iter_mut().find(|(f, _)| f == file).unwrap();
         source.insert_str(0, line);
     };
-    plant(&mut files, "schema/compile.rs", "use crate::json::Shortest;\n");
+    plant(&mut files, "schema/merge.rs", "use crate::json::accepts;\n");
     plant(&mut files, "json/machine.rs", "use crate::{Vocabulary, ToolDef};\n");
     plant(
         &mut files,
@@ -500,7 +470,7 @@ fn the_floors_check_fails_on_a_planted_break() {
             ("json/machine.rs", "imported through the crate root, not by module path"),
             ("json/machine.rs", "imported through the crate root, not by module path"),
             ("pattern/mod.rs", "a process-wide cache (a static)"),
-            ("schema/compile.rs", "imported from a higher floor"),
+            ("schema/merge.rs", "imported from a higher floor"),
         ],
         "{findings:#?}"
     );

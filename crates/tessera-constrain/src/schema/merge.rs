@@ -4,6 +4,7 @@
 //! recursive reference still being compiled cannot be merged and is refused.
 
 use super::compile::{types, At};
+use super::literal_check::accepts_literal;
 use super::{lcm, ArrayShape, Node, NodeId, NumberShape, ObjectRules, ObjectShape, SchemaArena, StringSpec};
 use crate::error::ConstrainError;
 use std::collections::HashMap;
@@ -137,7 +138,7 @@ impl Merger {
         let kept: Vec<String> = arena.tries[trie as usize]
             .strings()
             .iter()
-            .filter(|text| crate::json::accepts(arena, None, node, text))
+            .filter(|text| accepts_literal(arena, node, text))
             .map(|text| String::from_utf8_lossy(text).into_owned())
             .collect();
         Ok(arena.literals(&kept))
@@ -276,7 +277,7 @@ fn literals_outside(arena: &SchemaArena, trie: u32, node: NodeId) -> bool {
             let number = text.first().is_some_and(|b| *b == b'-' || b.is_ascii_digit());
             match number && !super::spelling::is_canonical(text) {
                 true => has_strict_spelling(text) || !numbers,
-                false => !crate::json::accepts(arena, None, node, text),
+                false => !accepts_literal(arena, node, text),
             }
         })
 }

@@ -21,6 +21,7 @@
 mod compile;
 mod depth;
 mod keys;
+mod literal_check;
 mod merge;
 mod numbers;
 mod refs;
