@@ -1,8 +1,9 @@
 //! Criterion bench of the Q8_0, Q4_1 and Q4_0 matrix products at SmolLM2-135M's shapes (Q4_K and
 //! Q6_K at 768/3072, since 576 holds no 256-value super-block), for
-//! decode (one activation row: GB/s of weights read) and prefill (512 rows:
-//! GFLOP/s), Tessera's kernel on one thread against candle's QMatMul (its
-//! pool pinned to one thread as the runtime does).
+//! decode (one activation row: GB/s of weights read), batched decode and
+//! draft verification (8 rows: GFLOP/s) and prefill (512 rows: GFLOP/s),
+//! Tessera's kernel on one thread against candle's QMatMul (its pool pinned
+//! to one thread as the runtime does).
 //! Run: `cargo bench --bench kernels`.
 
 use candle_core::quantized::{GgmlDType, QMatMul, QTensor};
@@ -44,7 +45,7 @@ fn bench_format(c: &mut Criterion, dtype: GgmlDType, shapes: &[(&str, usize, usi
         let quantized = QTensor::quantize(&weights, dtype).unwrap();
         let weights = ours(dtype, &quantized.data().unwrap(), rows, cols);
         let candle = QMatMul::from_qtensor(quantized).unwrap();
-        for n in [1usize, 512] {
+        for n in [1usize, 8, 512] {
             let x = data(n * cols);
             let input = Tensor::from_slice(&x, (n, cols), &Device::Cpu).unwrap();
             group.throughput(match n {
@@ -61,7 +62,7 @@ fn bench_format(c: &mut Criterion, dtype: GgmlDType, shapes: &[(&str, usize, usi
                         .unwrap()
                 })
             });
-            if n == 1 || candle_prefill {
+            if n < 512 || candle_prefill {
                 group.bench_function(BenchmarkId::new("candle", &id), |b| {
                     b.iter(|| candle.forward(&input).unwrap())
                 });
