@@ -115,6 +115,18 @@ fn drafts_alone_and_one_sequence_at_a_time_change_no_token() {
         plain_metrics.steps,
         "each kept draft token saves one forward pass"
     );
+    // A request that opts out decodes plainly on a drafting engine.
+    let opted_out = GenerateRequest {
+        speculate: false,
+        ..request
+    };
+    let (undrafted, metrics) = run_all(SpeculationConfig::default(), std::slice::from_ref(&opted_out));
+    assert_same(&plain, &undrafted);
+    assert_eq!(
+        (metrics.draft_tokens, metrics.steps),
+        (0, plain_metrics.steps),
+        "no draft, one token per step"
+    );
 }
 
 #[test]

@@ -46,6 +46,8 @@ pub(crate) struct Active {
     pub session: Option<std::sync::Arc<str>>,
     /// What to verify after the pending token next step, and the request's drafting counts.
     pub draft: Drafter,
+    /// Whether this request drafts at all (`GenerateRequest::speculate`).
+    pub speculate: bool,
 }
 
 /// When things happened to a request.
@@ -69,6 +71,7 @@ impl Active {
             id,
             prompt_len: request.prompt.len(),
             session: request.session,
+            speculate: request.speculate,
             tokens: request.prompt,
             kv: Sequence::new(),
             sampler,

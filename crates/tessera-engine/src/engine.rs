@@ -266,7 +266,7 @@ impl Engine {
             match outcome {
                 Ok(Some(reason)) => done.push((seq.id, Ok(reason))),
                 Ok(None) => {
-                    if speculation.enabled() {
+                    if speculation.enabled() && seq.speculate {
                         propose_draft(seq, &speculation, &mut context);
                     }
                 }

@@ -45,6 +45,11 @@ pub struct GenerateRequest {
     /// The client's session (a conversation or agent run), if it gave one:
     /// logged with the request, and its prefix is kept warm under pressure.
     pub session: Option<Arc<str>>,
+    /// Draft and verify under the engine's speculation setting (the
+    /// default); `false` decodes this request plainly, one token per step
+    /// (`tessera bench decode` compares both on one engine and one copy of
+    /// the weights). The output is the same either way.
+    pub speculate: bool,
 }
 
 impl GenerateRequest {
@@ -59,6 +64,7 @@ impl GenerateRequest {
             stop_strings: Vec::new(),
             constraint: None,
             session: None,
+            speculate: true,
         }
     }
 }

@@ -1,7 +1,8 @@
 //! `tessera bench decode`: decode speed on the real model, in process, with
 //! speculation (grammar fast-forward and prompt lookup) and without.
 //!
-//! (a) one stream of free text (a chat answer, EOS ignored);
+//! (a) one stream of free text (a chat answer, EOS ignored), the median of
+//!     five rounds;
 //! (b) 1, 2, 4, 8, 16 streams at once: the aggregate rate while every stream
 //!     decodes (from the last stream's first token to the first stream's end);
 //! (c) agent turns: a recorded run whose turns write files they read
@@ -10,6 +11,11 @@
 //!     step made it; a step's time is shared by its tokens, which gives
 //!     tokens per second per span kind.
 //! Greedy outputs with and without speculation are compared token by token.
+//! Both settings run on one engine (a plain request opts out of drafting)
+//! and take turns on every measurement, in alternating order: on a shared
+//! VM the machine's speed drifts over minutes, and two engines' copies of
+//! the weights sat in memory that read at different speeds, either more
+//! than speculation moves free text.
 //! Prints tables; optionally writes JSON, an SVG plot and the workload's
 //! token ids (`scripts/bench-decode-vs-llamacpp.sh` replays them on
 //! llama-server).
@@ -132,28 +138,24 @@ pub fn run(args: DecodeArgs) -> Result<()> {
     if let Some(&bad) = streams.iter().find(|&&s| s == 0 || s > 64) {
         bail!("--streams: {bad} is not between 1 and 64");
     }
-    let settings = [
-        ("speculation", SpeculationConfig::default()),
-        ("plain", SpeculationConfig::off()),
-    ];
-    let steps = settings.len() * (1 + streams.len() + 3);
+    let settings = [("speculation", true), ("plain", false)];
+    let steps = settings.len() * (SINGLE_ROUNDS + streams.len() + 3);
     let bar = ProgressBar::new(steps as u64);
     bar.set_style(
         ProgressStyle::with_template("{bar:30} {pos}/{len} {msg} [{elapsed}]")
             .unwrap_or_else(|_| ProgressStyle::default_bar()),
     );
-    let mut modes = Vec::new();
-    let mut workload = None;
-    for (name, speculation) in settings {
-        let plan = Plan {
-            tokens,
-            streams: &streams,
-            agent_tokens: args.agent_tokens as usize,
-        };
-        let (results, requests) = run_mode(&args.model, name, speculation, &plan, &bar)?;
-        workload.get_or_insert(requests);
-        modes.push(results);
-    }
+    let plan = Plan {
+        tokens,
+        streams: &streams,
+        agent_tokens: args.agent_tokens as usize,
+    };
+    // One engine and one copy of the weights for both settings: each request
+    // says whether it drafts, and the settings take turns on every measurement.
+    let engine = start_engine(&args.model, &plan)?;
+    let workload = Workload::new(&Api::new(engine.clone(), ApiConfig::default()), &plan)?;
+    let modes = measure(&engine, &settings, &workload, &plan, &bar)?;
+    engine.shutdown().wait()?;
     bar.finish_and_clear();
     let results = Results { tokens, modes };
     print_tables(&results);
@@ -164,8 +166,8 @@ pub fn run(args: DecodeArgs) -> Result<()> {
     if let Some(path) = &args.plot {
         plot_batched(path, &results)?;
     }
-    if let (Some(path), Some(requests)) = (&args.prompts, workload) {
-        std::fs::write(path, serde_json::to_string(&requests.to_json(&results))?)
+    if let Some(path) = &args.prompts {
+        std::fs::write(path, serde_json::to_string(&workload.to_json(&results))?)
             .with_context(|| format!("writing {}", path.display()))?;
     }
     Ok(())
@@ -185,6 +187,22 @@ pub(super) struct Workload {
 }
 
 impl Workload {
+    /// The run's requests: one story per stream (the single stream's twice
+    /// as long) and the agent turns.
+    fn new(api: &Api, plan: &Plan<'_>) -> Result<Self> {
+        let most = plan.streams.iter().copied().max().unwrap_or(1);
+        let stories = story_requests(api, most, plan.tokens)?;
+        let single = GenerateRequest {
+            max_tokens: 2 * plan.tokens,
+            ..stories[0].clone()
+        };
+        let agent = agent_turns(api, plan.agent_tokens)?
+            .into_iter()
+            .map(|turn| (turn.name, turn.request))
+            .collect();
+        Ok(Self { single, stories, agent })
+    }
+
     fn to_json(&self, results: &Results) -> serde_json::Value {
         let lengths = results.modes.first().map(|m| &m.agent);
         serde_json::json!({
@@ -201,61 +219,85 @@ impl Workload {
     }
 }
 
-fn run_mode(
-    model: &ModelArgs,
-    name: &'static str,
-    speculation: SpeculationConfig,
-    plan: &Plan<'_>,
-    bar: &ProgressBar,
-) -> Result<(ModeResults, Workload)> {
+/// The engine both settings run on (speculation on; a plain request opts out).
+fn start_engine(model: &ModelArgs, plan: &Plan<'_>) -> Result<EngineHandle> {
     let most = plan.streams.iter().copied().max().unwrap_or(1);
     let config = EngineConfig {
-        speculation,
+        speculation: SpeculationConfig::default(),
         max_running: most.max(4),
         kv_dtype: model.kv_dtype,
         ..EngineConfig::for_tokens(16 * 1024 + most * (plan.tokens + 256))
     };
-    let engine = EngineHandle::start(load_model(model)?, config)?;
-    let api = Api::new(engine.clone(), ApiConfig::default());
-    let stories = story_requests(&api, most, plan.tokens)?;
-    let single = GenerateRequest {
-        max_tokens: 2 * plan.tokens,
-        ..stories[0].clone()
+    Ok(EngineHandle::start(load_model(model)?, config)?)
+}
+
+/// Every measurement under every setting, back to back (the order
+/// alternating from one measurement to the next): the single stream, the
+/// batched sweep, the agent turns.
+fn measure(
+    engine: &EngineHandle,
+    sides: &[(&'static str, bool)],
+    workload: &Workload,
+    plan: &Plan<'_>,
+    bar: &ProgressBar,
+) -> Result<Vec<ModeResults>> {
+    let mut count = 0;
+    let mut each = |label: &str, requests: &[GenerateRequest]| -> Result<Vec<Vec<Timeline>>> {
+        let mut order: Vec<usize> = (0..sides.len()).collect();
+        if count % 2 == 1 {
+            order.reverse();
+        }
+        count += 1;
+        let mut runs = vec![Vec::new(); sides.len()];
+        for i in order {
+            let (name, speculate) = sides[i];
+            bar.set_message(format!("{name}: {label}"));
+            let requests = requests.iter().map(|r| GenerateRequest { speculate, ..r.clone() });
+            runs[i] = run_together(engine, requests.collect())?;
+            bar.inc(1);
+        }
+        Ok(runs)
     };
-    bar.set_message(format!("{name}: one stream"));
-    let single_run = run_together(&engine, vec![single.clone()])?.remove(0);
-    bar.inc(1);
-    let mut batched = Vec::new();
+    // The single stream is short, and the setting that matters there (free
+    // text, where speculation should cost nothing) moves by a few percent:
+    // several rounds, each side's median kept.
+    let mut single = vec![Vec::new(); sides.len()];
+    for _ in 0..SINGLE_ROUNDS {
+        let runs = each("one stream", std::slice::from_ref(&workload.single))?;
+        for (rounds, timelines) in single.iter_mut().zip(runs) {
+            rounds.extend(timelines.into_iter().take(1));
+        }
+    }
+    let mut batched = vec![Vec::new(); sides.len()];
     for &streams in plan.streams {
-        bar.set_message(format!("{name}: {streams} streams"));
-        let timelines = run_together(&engine, stories[..streams].to_vec())?;
-        batched.push(BatchRow {
-            streams,
-            aggregate: aggregate_rate(&timelines),
-            timelines,
-        });
-        bar.inc(1);
+        let runs = each(&format!("{streams} streams"), &workload.stories[..streams])?;
+        for (rows, timelines) in batched.iter_mut().zip(runs) {
+            rows.push(BatchRow {
+                streams,
+                aggregate: aggregate_rate(&timelines),
+                timelines,
+            });
+        }
     }
-    let turns = agent_turns(&api, plan.agent_tokens)?;
-    let mut agent = Vec::new();
-    for turn in &turns {
-        bar.set_message(format!("{name}: agent turn {}", turn.name));
-        agent.push((turn.name, run_together(&engine, vec![turn.request.clone()])?.remove(0)));
-        bar.inc(1);
+    let mut agent = vec![Vec::new(); sides.len()];
+    for (name, request) in &workload.agent {
+        let runs = each(&format!("agent turn {name}"), std::slice::from_ref(request))?;
+        for (turns, timelines) in agent.iter_mut().zip(runs) {
+            turns.extend(timelines.into_iter().take(1).map(|timeline| (*name, timeline)));
+        }
     }
-    engine.shutdown().wait()?;
-    let results = ModeResults {
-        name,
-        single: single_run,
-        batched,
-        agent,
-    };
-    let workload = Workload {
-        single,
-        stories,
-        agent: turns.into_iter().map(|t| (t.name, t.request)).collect(),
-    };
-    Ok((results, workload))
+    let results = sides.iter().zip(single).zip(batched).zip(agent);
+    results
+        .map(|((((name, _), single), batched), agent)| {
+            let single = median_rate(single).context("the single stream ran no request")?;
+            Ok(ModeResults {
+                name,
+                single,
+                batched,
+                agent,
+            })
+        })
+        .collect()
 }
 
 const TOPICS: &[&str] = &[
@@ -343,6 +385,16 @@ fn read_timeline(mut stream: EventStream) -> Result<Timeline> {
             None => bail!("the engine stopped mid-request"),
         }
     }
+}
+
+/// Rounds of the single-stream measurement per setting.
+const SINGLE_ROUNDS: usize = 5;
+
+/// The timeline of median decode rate among `rounds`.
+fn median_rate(mut rounds: Vec<Timeline>) -> Option<Timeline> {
+    rounds.sort_by(|a, b| a.decode_rate().total_cmp(&b.decode_rate()));
+    let middle = rounds.len() / 2;
+    rounds.into_iter().nth(middle)
 }
 
 /// Tokens per second of all streams together while every one of them was
