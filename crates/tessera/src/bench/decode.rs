@@ -231,9 +231,37 @@ fn start_engine(model: &ModelArgs, plan: &Plan<'_>) -> Result<EngineHandle> {
     Ok(EngineHandle::start(load_model(model)?, config)?)
 }
 
-/// Every measurement under every setting, back to back (the order
-/// alternating from one measurement to the next): the single stream, the
-/// batched sweep, the agent turns.
+/// Runs each measurement under every setting, back to back, the order
+/// alternating from one measurement to the next.
+struct Alternation<'a> {
+    engine: &'a EngineHandle,
+    sides: &'a [(&'static str, bool)],
+    bar: &'a ProgressBar,
+    count: usize,
+}
+
+impl Alternation<'_> {
+    /// `requests` under every setting, each side's timelines in side order.
+    fn each(&mut self, label: &str, requests: &[GenerateRequest]) -> Result<Vec<Vec<Timeline>>> {
+        let mut order: Vec<usize> = (0..self.sides.len()).collect();
+        if self.count % 2 == 1 {
+            order.reverse();
+        }
+        self.count += 1;
+        let mut runs = vec![Vec::new(); self.sides.len()];
+        for i in order {
+            let (name, speculate) = self.sides[i];
+            self.bar.set_message(format!("{name}: {label}"));
+            let requests = requests.iter().map(|r| GenerateRequest { speculate, ..r.clone() });
+            runs[i] = run_together(self.engine, requests.collect())?;
+            self.bar.inc(1);
+        }
+        Ok(runs)
+    }
+}
+
+/// Every measurement under every setting (see [`Alternation`]): the single
+/// stream, the batched sweep, the agent turns.
 fn measure(
     engine: &EngineHandle,
     sides: &[(&'static str, bool)],
@@ -241,36 +269,25 @@ fn measure(
     plan: &Plan<'_>,
     bar: &ProgressBar,
 ) -> Result<Vec<ModeResults>> {
-    let mut count = 0;
-    let mut each = |label: &str, requests: &[GenerateRequest]| -> Result<Vec<Vec<Timeline>>> {
-        let mut order: Vec<usize> = (0..sides.len()).collect();
-        if count % 2 == 1 {
-            order.reverse();
-        }
-        count += 1;
-        let mut runs = vec![Vec::new(); sides.len()];
-        for i in order {
-            let (name, speculate) = sides[i];
-            bar.set_message(format!("{name}: {label}"));
-            let requests = requests.iter().map(|r| GenerateRequest { speculate, ..r.clone() });
-            runs[i] = run_together(engine, requests.collect())?;
-            bar.inc(1);
-        }
-        Ok(runs)
+    let mut turns = Alternation {
+        engine,
+        sides,
+        bar,
+        count: 0,
     };
     // The single stream is short, and the setting that matters there (free
     // text, where speculation should cost nothing) moves by a few percent:
     // several rounds, each side's median kept.
     let mut single = vec![Vec::new(); sides.len()];
     for _ in 0..SINGLE_ROUNDS {
-        let runs = each("one stream", std::slice::from_ref(&workload.single))?;
+        let runs = turns.each("one stream", std::slice::from_ref(&workload.single))?;
         for (rounds, timelines) in single.iter_mut().zip(runs) {
             rounds.extend(timelines.into_iter().take(1));
         }
     }
     let mut batched = vec![Vec::new(); sides.len()];
     for &streams in plan.streams {
-        let runs = each(&format!("{streams} streams"), &workload.stories[..streams])?;
+        let runs = turns.each(&format!("{streams} streams"), &workload.stories[..streams])?;
         for (rows, timelines) in batched.iter_mut().zip(runs) {
             rows.push(BatchRow {
                 streams,
@@ -281,9 +298,9 @@ fn measure(
     }
     let mut agent = vec![Vec::new(); sides.len()];
     for (name, request) in &workload.agent {
-        let runs = each(&format!("agent turn {name}"), std::slice::from_ref(request))?;
-        for (turns, timelines) in agent.iter_mut().zip(runs) {
-            turns.extend(timelines.into_iter().take(1).map(|timeline| (*name, timeline)));
+        let runs = turns.each(&format!("agent turn {name}"), std::slice::from_ref(request))?;
+        for (side_turns, timelines) in agent.iter_mut().zip(runs) {
+            side_turns.extend(timelines.into_iter().take(1).map(|timeline| (*name, timeline)));
         }
     }
     let results = sides.iter().zip(single).zip(batched).zip(agent);
