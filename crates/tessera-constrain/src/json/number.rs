@@ -15,16 +15,11 @@
 //! [`is_canonical`](crate::schema::spelling::is_canonical).
 
 use super::NumAt;
-use crate::schema::spelling::{MAX_FRAC_DIGITS, MAX_STRICT_INT_DIGITS};
+use crate::schema::spelling::{
+    MAX_DECIMAL_EXPONENT, MAX_FRAC_DIGITS, MAX_FREE_FRAC_DIGITS, MAX_FREE_INT_DIGITS, MAX_INT_DIGITS,
+    MAX_NEGATIVE_EXPONENT, MAX_STRICT_INT_DIGITS,
+};
 use crate::schema::{NumberShape, SCALE};
-
-/// Most integer digits a bounded number may have (i64 has 19).
-const MAX_INT_DIGITS: u16 = 19;
-/// A free number's magnitude stays below 10^this.
-const MAX_DECIMAL_EXPONENT: u16 = 308;
-/// Most integer and fraction digits of a number without bounds.
-const MAX_FREE_INT_DIGITS: u16 = 20;
-const MAX_FREE_FRAC_DIGITS: u16 = 24;
 
 /// A number read so far.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -152,7 +147,7 @@ impl NumLex {
     fn exponent_digit(self, byte: u8) -> Option<Self> {
         let exp = self.exp.checked_mul(10)?.checked_add((byte - b'0') as u16)?;
         let too_big = if self.exp_neg {
-            exp > 999
+            exp > MAX_NEGATIVE_EXPONENT
         } else {
             self.int_len.saturating_add(exp) > MAX_DECIMAL_EXPONENT
         };

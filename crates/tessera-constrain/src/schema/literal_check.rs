@@ -21,17 +21,11 @@
 //!
 //! Containers are not literals: an array or object shape takes none.
 
-use super::spelling::{is_canonical, MAX_FRAC_DIGITS, MAX_STRICT_INT_DIGITS};
+use super::spelling::{
+    is_canonical, MAX_DECIMAL_EXPONENT, MAX_FRAC_DIGITS, MAX_FREE_FRAC_DIGITS, MAX_FREE_INT_DIGITS, MAX_INT_DIGITS,
+    MAX_NEGATIVE_EXPONENT, MAX_STRICT_INT_DIGITS,
+};
 use super::{Node, NodeId, NumberShape, SchemaArena, StringShape, SCALE};
-
-/// Most integer digits of a bounded number (i64 has 19).
-const BOUNDED_INT_DIGITS: usize = 19;
-/// Most integer and fraction digits of a number without bounds.
-const FREE_INT_DIGITS: usize = 20;
-const FREE_FRAC_DIGITS: usize = 24;
-/// A free number's magnitude stays below 10^this; a negative exponent stays within the other.
-const MAX_POSITIVE_EXPONENT: usize = 308;
-const MAX_NEGATIVE_EXPONENT: usize = 999;
 
 /// Whether `node` takes the scalar literal `text` as a whole value.
 pub(super) fn accepts_literal(arena: &SchemaArena, node: NodeId, text: &[u8]) -> bool {
@@ -133,10 +127,11 @@ fn number_takes(shape: &NumberShape, text: &[u8], strict: bool) -> bool {
     }
     let bounded = shape.is_bounded();
     let (int_digits, frac_digits) = match (strict, bounded) {
-        (true, _) => (MAX_STRICT_INT_DIGITS as usize, MAX_FRAC_DIGITS as usize),
-        (false, true) => (BOUNDED_INT_DIGITS, MAX_FRAC_DIGITS as usize),
-        (false, false) => (FREE_INT_DIGITS, FREE_FRAC_DIGITS),
+        (true, _) => (MAX_STRICT_INT_DIGITS, MAX_FRAC_DIGITS),
+        (false, true) => (MAX_INT_DIGITS, MAX_FRAC_DIGITS),
+        (false, false) => (MAX_FREE_INT_DIGITS, MAX_FREE_FRAC_DIGITS),
     };
+    let (int_digits, frac_digits) = (usize::from(int_digits), usize::from(frac_digits));
     if number.int.len() > int_digits || number.frac.len() > frac_digits || shape.integer && number.has_dot {
         return false;
     }
@@ -159,8 +154,8 @@ fn exponent_in_range(int_digits: usize, negative: bool, digits: &[u8]) -> bool {
         .try_fold(0u16, |v, &d| v.checked_mul(10)?.checked_add(u16::from(d - b'0')));
     match (value, negative) {
         (None, _) => false,
-        (Some(exp), true) => exp as usize <= MAX_NEGATIVE_EXPONENT,
-        (Some(exp), false) => int_digits + exp as usize <= MAX_POSITIVE_EXPONENT,
+        (Some(exp), true) => exp <= MAX_NEGATIVE_EXPONENT,
+        (Some(exp), false) => int_digits + usize::from(exp) <= usize::from(MAX_DECIMAL_EXPONENT),
     }
 }
 
