@@ -161,11 +161,6 @@ impl Vocabulary {
         tokens
     }
 
-    /// Tokens spelling `bytes`, longest match first (bytes no token spells are skipped).
-    pub fn tokenize_longest(&self, bytes: &[u8]) -> Vec<u32> {
-        self.trie.greedy_tokenize(bytes)
-    }
-
     /// Tokens spelling exactly `bytes` (longest match first), or `None` when
     /// some byte has no token.
     pub(crate) fn tokenize_exactly(&self, bytes: &[u8]) -> Option<Vec<u32>> {

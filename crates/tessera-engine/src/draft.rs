@@ -7,7 +7,8 @@
 //! Inside a tool call's JSON string the model writes text it read escaped
 //! (`\n`, `\"`), so its tokens stop matching the context's at every line
 //! break; the lookup then also searches the end of the prompt's text as a JSON string
-//! would hold it, tokenized once per request.
+//! would hold it, tokenized once per request, and prefers that rendering's
+//! match unless the sequence's own runs longer.
 //!
 //! A draft is only a guess: the engine runs it in the same forward as the
 //! sequence's last token, with logits for every row, and samples row by row
@@ -149,8 +150,15 @@ impl Drafter {
             &continued[..]
         };
         let mut found = lookup_in(history, history, want);
-        if let (true, true, Some(escaped)) = (found.tokens.is_empty(), in_string, &self.escaped_prompt) {
-            found = lookup_in(escaped, history, want);
+        if let (true, Some(escaped)) = (in_string, &self.escaped_prompt) {
+            // The sequence's prompt holds the text raw, so a match there
+            // continues with a raw line break or quote where the string needs
+            // its escape: the escaped rendering wins unless the sequence's
+            // own match runs longer (a copy of what the model itself wrote).
+            let rendered = lookup_in(escaped, history, want);
+            if !rendered.tokens.is_empty() && rendered.matched >= found.matched {
+                found = rendered;
+            }
         }
         let take = match found.matched >= CONFIDENT_MATCH {
             true => found.tokens.len(),
@@ -317,10 +325,15 @@ mod tests {
         );
         drafter.propose(&context, Vec::new(), (true, true), 12);
         assert_eq!(drafter.tokens, [44], "a three-token match proposes one token");
-        // The sequence's own match comes first.
+        // Matches as long in both: the escaped rendering wins (the prompt's
+        // raw text continues with a raw line break where the string escapes it).
         let context = [41, 42, 43, 7, 41, 42, 43];
         drafter.propose(&context, Vec::new(), (true, true), 12);
-        assert_eq!(drafter.tokens, [7]);
+        assert_eq!(drafter.tokens, [44]);
+        // The sequence's own match runs longer: it wins.
+        let context = [9, 41, 42, 43, 7, 9, 41, 42, 43];
+        drafter.propose(&context, Vec::new(), (true, true), 12);
+        assert_eq!(drafter.tokens, [7, 9, 41, 42], "a four-token match, the first length");
         let context = [1, 2, 3, 9, 40, 41, 42, 43];
         drafter.propose(&context, Vec::new(), (true, true), 12);
         assert_eq!(drafter.tokens, [44, 45], "a four-token match proposes its continuation");

@@ -171,17 +171,20 @@ pub(crate) fn propose_draft(seq: &mut Active, config: &SpeculationConfig, contex
     tracing::trace!(seq = seq.id.0, after = ?seq.tokens.last(), ?forced, "forced draft");
     let in_string = config.lookup && seq.matcher.as_ref().is_some_and(|m| m.in_json_string());
     if in_string && seq.draft.escaped_prompt.is_none() {
-        seq.draft.escaped_prompt = Some(escaped_prompt(seq, context.tokenizer, context.vocab()));
+        seq.draft.escaped_prompt = Some(escaped_prompt(seq, context.tokenizer));
     }
     seq.draft
         .propose(&seq.tokens, forced, (config.lookup, in_string), config.max_draft);
 }
 
 /// The end of the prompt's text (its last [`ESCAPED_PROMPT_BYTES`], where an
-/// agent's latest tool results are) as a JSON string holds it, tokenized
-/// longest match first over the constraint's vocabulary (no tokenizer cache
-/// fills with the escaped text's long words); empty when it does not decode.
-fn escaped_prompt(seq: &Active, tokenizer: &Tokenizer, vocab: &Vocabulary) -> Vec<u32> {
+/// agent's latest tool results are) as a JSON string holds it, tokenized by
+/// the model's own tokenizer: the model writes a string's content as that
+/// tokenizer splits it (`.\` then `n`), and a draft split otherwise (longest
+/// match first gave `.\n`) is rejected at its first line break. Special-token
+/// text stays plain text, and the plain tokenizer keeps no word cache, so the
+/// escaped words do not pile up in memory. Empty when it does not decode.
+fn escaped_prompt(seq: &Active, tokenizer: &Tokenizer) -> Vec<u32> {
     let Ok(text) = tokenizer.decode(&seq.tokens[..seq.prompt_len]) else {
         return Vec::new();
     };
@@ -189,7 +192,7 @@ fn escaped_prompt(seq: &Active, tokenizer: &Tokenizer, vocab: &Vocabulary) -> Ve
     while !text.is_char_boundary(from) {
         from += 1;
     }
-    vocab.tokenize_longest(json_escaped(&text[from..]).as_bytes())
+    tokenizer.encode_plain(&json_escaped(&text[from..])).unwrap_or_default()
 }
 
 /// How much of the prompt's end the escaped lookup searches.

@@ -156,10 +156,18 @@ impl Tokenizer {
     /// Encode text with special-token parsing off: control-token text
     /// (`<|im_end|>`) is tokenized as the plain text it is (user-defined
     /// tokens such as Qwen's `<tool_call>` still match, as in llama.cpp).
+    /// This tokenizer keeps no BPE word cache: the text it sees comes from
+    /// outside (messages, tool results, their JSON-escaped renderings), and
+    /// the cache is per thread, up to 10,000 words on every thread that
+    /// encodes, never freed; without it encoding is about a quarter slower
+    /// (1.0 against 0.8 ms for 500 tokens).
     pub fn encode_plain(&self, text: &str) -> Result<Vec<u32>> {
         let plain = self.plain.get_or_init(|| {
             let mut plain = self.inner.clone();
             plain.set_encode_special_tokens(true);
+            let mut model = plain.get_model().clone();
+            model.resize_cache(0);
+            plain.with_model(model);
             plain
         });
         let encoding = plain
