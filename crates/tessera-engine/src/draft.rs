@@ -18,10 +18,8 @@
 //! rejection sampling: the output distribution, and with a seed the output
 //! itself, is what plain decoding gives.
 
-/// Shortest run of tokens whose earlier occurrence proposes a draft.
-const MIN_MATCH: usize = 3;
-/// Longest match measured when choosing between earlier occurrences.
-const MAX_MATCH: usize = 16;
+use crate::lookup::lookup_in;
+
 /// Lookup draft length a sequence starts with.
 const FIRST_LEN: usize = 4;
 /// Shortest match whose continuation is drafted at the adaptive length; a
@@ -137,9 +135,13 @@ impl Drafter {
         if !lookup || self.tokens.len() >= max_draft {
             return;
         }
+        // Inside a call's string a miss pauses nothing: what the model writes
+        // there is most often a copy, and a paused copy runs a step per token.
         if self.cooldown > 0 {
             self.cooldown -= 1;
-            return;
+            if !in_string {
+                return;
+            }
         }
         let want = self.lookup_length().min(max_draft - self.tokens.len());
         let continued;
@@ -230,64 +232,6 @@ pub(crate) fn keep_agreeing(draft: &[u32], mut sample: impl FnMut(usize) -> Opti
     kept
 }
 
-/// What a lookup found: up to the wanted number of tokens that followed the
-/// best earlier occurrence, and how many tokens that occurrence matched
-/// backwards (0 when there was none).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct Lookup<'h> {
-    pub tokens: &'h [u32],
-    pub matched: usize,
-}
-
-/// Up to `want` tokens that followed the best earlier occurrence of the end
-/// of `tokens`: among occurrences of its last [`MIN_MATCH`] tokens, the one
-/// whose match runs longest backwards (up to [`MAX_MATCH`]), the latest on a
-/// tie. Empty when there is none.
-#[cfg(test)]
-pub(crate) fn lookup_draft(tokens: &[u32], want: usize) -> &[u32] {
-    lookup_in(tokens, tokens, want).tokens
-}
-
-/// [`lookup_draft`] with the occurrences searched in `haystack` (the
-/// sequence's own tokens, or another rendering of its prompt) and the end
-/// to match taken from `history`.
-pub(crate) fn lookup_in<'h>(haystack: &'h [u32], history: &[u32], want: usize) -> Lookup<'h> {
-    let none = Lookup {
-        tokens: &[],
-        matched: 0,
-    };
-    let (len, size) = (history.len(), haystack.len());
-    if want == 0 || len < MIN_MATCH || size <= MIN_MATCH {
-        return none;
-    }
-    let suffix = &history[len - MIN_MATCH..];
-    // The best occurrence so far: (match length, where its continuation starts).
-    let mut best: Option<(usize, usize)> = None;
-    // Occurrences end at `end` (exclusive) and are followed by at least one token.
-    for end in (MIN_MATCH..size).rev() {
-        if haystack[end - MIN_MATCH..end] != *suffix {
-            continue;
-        }
-        let matched = (MIN_MATCH..MAX_MATCH.min(end).min(len))
-            .take_while(|&n| haystack[end - n - 1] == history[len - n - 1])
-            .count()
-            + MIN_MATCH;
-        if best.is_none_or(|(longest, _)| matched > longest) {
-            best = Some((matched, end));
-            if matched >= MAX_MATCH {
-                break;
-            }
-        }
-    }
-    match best {
-        Some((matched, start)) => Lookup {
-            tokens: &haystack[start..(start + want).min(size)],
-            matched,
-        },
-        None => none,
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -298,17 +242,6 @@ mod tests {
         assert_eq!(config.rows_for(1), config.step_rows);
         assert_eq!(config.rows_for(2), config.shared_step_rows);
         assert!(config.shared_step_rows < config.step_rows);
-    }
-
-    #[test]
-    fn lookup_continues_the_latest_longest_match() {
-        // "1 2 3 4 5 ... 9 1 2 3 7 ... 1 2 3": both earlier "1 2 3" match three
-        // tokens; the later one wins the tie.
-        let tokens = [1, 2, 3, 4, 5, 9, 1, 2, 3, 7, 8, 1, 2, 3];
-        assert_eq!(lookup_draft(&tokens, 2), &[7, 8]);
-        // A longer match beats a later one: "0 1 2 3" occurs earlier only.
-        let tokens = [0, 1, 2, 3, 4, 5, 9, 1, 2, 3, 7, 8, 0, 1, 2, 3];
-        assert_eq!(lookup_draft(&tokens, 3), &[4, 5, 9]);
     }
 
     #[test]
@@ -337,16 +270,6 @@ mod tests {
         let context = [1, 2, 3, 9, 40, 41, 42, 43];
         drafter.propose(&context, Vec::new(), (true, true), 12);
         assert_eq!(drafter.tokens, [44, 45], "a four-token match proposes its continuation");
-    }
-
-    #[test]
-    fn lookup_needs_a_match_and_stops_at_the_end() {
-        assert!(lookup_draft(&[1, 2, 3], 4).is_empty(), "too short");
-        assert!(lookup_draft(&[1, 2, 3, 4, 5, 6], 4).is_empty(), "no earlier occurrence");
-        assert!(lookup_draft(&[1, 2, 3, 1, 2, 3], 0).is_empty(), "nothing wanted");
-        // The continuation may run into the suffix itself, never past the end.
-        assert_eq!(lookup_draft(&[7, 7, 7, 7, 7], 8), &[7]);
-        assert_eq!(lookup_draft(&[1, 2, 3, 9, 1, 2, 3], 8), &[9, 1, 2, 3]);
     }
 
     #[test]
@@ -389,10 +312,13 @@ mod tests {
         assert!(drafter.tokens.is_empty(), "for two steps after the first miss");
         drafter.propose(&context, Vec::new(), (true, false), 12);
         assert!(!drafter.tokens.is_empty(), "then drafts again");
+        drafter.record(1, 0, 12);
+        drafter.propose(&context, Vec::new(), (true, true), 12);
+        assert!(!drafter.tokens.is_empty(), "inside a string a miss pauses nothing");
         assert_eq!(
             drafter.counts,
             DraftCounts {
-                drafted: 15,
+                drafted: 16,
                 accepted: 6,
                 forced: 0
             }

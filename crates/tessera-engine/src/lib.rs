@@ -27,6 +27,7 @@ mod emit;
 mod engine;
 mod error;
 mod handle;
+mod lookup;
 mod metrics;
 mod persist;
 mod replay;

@@ -56,6 +56,22 @@ impl GgufSource {
         })
     }
 
+    /// Bytes of the weight matrices one decoded token reads, as stored: every
+    /// 2-D tensor, the token embedding only when it doubles as the LM head
+    /// (no `output.weight`). Over the machine's read bandwidth, the decode limit.
+    pub fn weight_bytes_per_token(&self) -> u64 {
+        let tied = !self.content.tensor_infos.contains_key("output.weight");
+        self.content
+            .tensor_infos
+            .iter()
+            .filter(|(name, info)| info.shape.rank() == 2 && (name.as_str() != "token_embd.weight" || tied))
+            .map(|(_, info)| {
+                let dtype = info.ggml_dtype;
+                (info.shape.elem_count() / dtype.block_size() * dtype.type_size()) as u64
+            })
+            .sum()
+    }
+
     /// A metadata value.
     pub fn metadata(&self, key: &str) -> Option<&Value> {
         self.content.metadata.get(key)

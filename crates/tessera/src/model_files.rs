@@ -129,6 +129,20 @@ pub fn fingerprint(args: &ModelArgs) -> Result<String> {
     Ok(format!("{}|{arithmetic}", prints.join("+")))
 }
 
+/// Bytes of weights one decoded token reads (see
+/// [`tessera_model::GgufSource::weight_bytes_per_token`]); `None` for a
+/// checkpoint folder.
+pub fn weight_bytes_per_token(args: &ModelArgs) -> Result<Option<u64>> {
+    match locate(args)? {
+        ModelLocation::Gguf(path) => {
+            let source =
+                tessera_model::GgufSource::open(&path).with_context(|| format!("reading {}", path.display()))?;
+            Ok(Some(source.weight_bytes_per_token()))
+        }
+        ModelLocation::HfDir(_) => Ok(None),
+    }
+}
+
 /// A short name for the selected model: the GGUF file's stem or the checkpoint folder's name.
 pub fn model_name(args: &ModelArgs) -> Result<String> {
     let path = match locate(args)? {

@@ -11,6 +11,9 @@
 //!     step made it; a step's time is shared by its tokens, which gives
 //!     tokens per second per span kind.
 //! Greedy outputs with and without speculation are compared token by token.
+//! The agent turns (each one tool call) are set against the single-stream
+//! bandwidth limit: the read bandwidth, measured after the engine stops,
+//! over the bytes of weights a token reads.
 //! Both settings run on one engine (a plain request opts out of drafting)
 //! and take turns on every measurement, in alternating order: on a shared
 //! VM the machine's speed drifts over minutes, and two engines' copies of
@@ -128,6 +131,39 @@ pub(super) struct ModeResults {
 pub(super) struct Results {
     pub tokens: usize,
     pub modes: Vec<ModeResults>,
+    pub limit: Option<BandwidthLimit>,
+}
+
+/// The single-stream decode limit set by memory: every weight read once per
+/// token, at the machine's read bandwidth measured in the same run.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct BandwidthLimit {
+    /// Read bandwidth, GB/s (the best of a few passes over 1 GiB).
+    pub bandwidth_gb_s: f64,
+    /// Bytes of weights one token reads.
+    pub weight_bytes: u64,
+}
+
+impl BandwidthLimit {
+    /// Measured now; `None` for a model whose weight bytes are not known
+    /// (a checkpoint folder).
+    fn measure(model: &ModelArgs) -> Result<Option<Self>> {
+        let Some(weight_bytes) = crate::model_files::weight_bytes_per_token(model)? else {
+            return Ok(None);
+        };
+        let (_, rates) = super::memory::read_bandwidth(1024, 5)?;
+        let bandwidth_gb_s = rates.into_iter().fold(0f64, f64::max);
+        Ok(Some(Self {
+            bandwidth_gb_s,
+            weight_bytes,
+        }))
+    }
+
+    /// Tokens per second one stream cannot pass without reading a weight
+    /// once for several tokens.
+    pub fn tokens_per_second(&self) -> f64 {
+        self.bandwidth_gb_s * 1e9 / self.weight_bytes.max(1) as f64
+    }
 }
 
 pub fn run(args: DecodeArgs) -> Result<()> {
@@ -156,8 +192,10 @@ pub fn run(args: DecodeArgs) -> Result<()> {
     let workload = Workload::new(&Api::new(engine.clone(), ApiConfig::default()), &plan)?;
     let modes = measure(&engine, &settings, &workload, &plan, &bar)?;
     engine.shutdown().wait()?;
+    bar.set_message("memory read bandwidth");
+    let limit = BandwidthLimit::measure(&args.model)?;
     bar.finish_and_clear();
-    let results = Results { tokens, modes };
+    let results = Results { tokens, modes, limit };
     print_tables(&results);
     if let Some(path) = &args.json {
         std::fs::write(path, serde_json::to_string_pretty(&report_json(&results))?)

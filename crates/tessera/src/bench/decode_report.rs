@@ -135,6 +135,22 @@ pub(super) fn print_tables(results: &Results) {
             100.0 * accepted as f64 / drafted.max(1) as f64
         );
     }
+    if let Some(limit) = &results.limit {
+        let bound = limit.tokens_per_second();
+        println!(
+            "\nbandwidth limit: {bound:.1} tok/s ({:.1} GB/s read, {:.1} MB of weights per token)",
+            limit.bandwidth_gb_s,
+            limit.weight_bytes as f64 / 1e6
+        );
+        for m in modes {
+            println!(
+                "agent turns' tool-call tokens, {}: {:.2} tok/s, {:.2}x the limit",
+                m.name,
+                agent_rate(m),
+                agent_rate(m) / bound.max(1e-9)
+            );
+        }
+    }
     match identical(results) {
         Some(true) => println!("\ngreedy outputs with and without speculation: token for token identical"),
         Some(false) => println!("\ngreedy outputs with and without speculation: DIFFERENT (a bug: report it)"),
@@ -192,6 +208,10 @@ pub(super) fn report_json(results: &Results) -> serde_json::Value {
         "settings": modes,
         "greedy_identical": identical(results),
         "cpu_kernels": tessera_model::simd::kernels_in_use(),
+        "bandwidth_limit": results.limit.map(|l| json!({
+            "read_gb_s": l.bandwidth_gb_s, "weight_bytes_per_token": l.weight_bytes,
+            "tok_s": l.tokens_per_second(),
+        })),
     })
 }
 

@@ -27,28 +27,12 @@ pub struct MemoryArgs {
 }
 
 pub fn run(args: MemoryArgs) -> Result<()> {
-    let words = usize::try_from(args.mib * (1 << 20) / 8).context("--mib does not fit this machine's memory")?;
-    let mut buffer: Vec<u64> = Vec::new();
-    buffer
-        .try_reserve_exact(words)
-        .with_context(|| format!("allocating {} MiB for --mib", args.mib))?;
-    // Written once so that every page is resident before the timed passes.
-    buffer.extend((0..words as u64).map(|i| i.wrapping_mul(0x9E37_79B9_7F4A_7C15)));
-    let threads = parallel::num_threads();
-    let slices: Vec<&[u64]> = buffer.chunks(words.div_ceil(threads)).collect();
-    let bytes = (words * 8) as f64;
-    let mut rates = Vec::new();
-    for _ in 0..args.passes {
-        let start = Instant::now();
-        let sums = parallel::map(&slices, |slice| slice.iter().fold(0u64, |acc, &w| acc.wrapping_add(w)));
-        black_box(sums);
-        rates.push(bytes / start.elapsed().as_secs_f64() / 1e9);
-    }
+    let (threads, rates) = read_bandwidth(args.mib, args.passes)?;
     let best = rates.iter().copied().fold(0f64, f64::max);
     if args.json {
         let line = serde_json::json!({
             "threads": threads,
-            "bytes": words * 8,
+            "bytes": args.mib << 20,
             "passes_gb_s": rates,
             "best_gb_s": best,
         });
@@ -60,4 +44,28 @@ pub fn run(args: MemoryArgs) -> Result<()> {
         );
     }
     Ok(())
+}
+
+/// The read bandwidth of each of `passes` passes over a buffer of `mib` MiB,
+/// in GB/s, on the kernels' thread pool (and how many threads that is).
+pub fn read_bandwidth(mib: u64, passes: u64) -> Result<(usize, Vec<f64>)> {
+    let words = usize::try_from(mib * (1 << 20) / 8).context("--mib does not fit this machine's memory")?;
+    let mut buffer: Vec<u64> = Vec::new();
+    buffer
+        .try_reserve_exact(words)
+        .with_context(|| format!("allocating {mib} MiB to measure the read bandwidth"))?;
+    // Written once so that every page is resident before the timed passes.
+    buffer.extend((0..words as u64).map(|i| i.wrapping_mul(0x9E37_79B9_7F4A_7C15)));
+    let threads = parallel::num_threads();
+    let slices: Vec<&[u64]> = buffer.chunks(words.div_ceil(threads)).collect();
+    let bytes = (words * 8) as f64;
+    let rates = (0..passes)
+        .map(|_| {
+            let start = Instant::now();
+            let sums = parallel::map(&slices, |slice| slice.iter().fold(0u64, |acc, &w| acc.wrapping_add(w)));
+            black_box(sums);
+            bytes / start.elapsed().as_secs_f64() / 1e9
+        })
+        .collect();
+    Ok((threads, rates))
 }
