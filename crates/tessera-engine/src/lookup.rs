@@ -30,12 +30,15 @@ const RESYNC_LEN: usize = 2;
 pub(crate) struct Lookup<'h> {
     pub tokens: &'h [u32],
     pub matched: usize,
+    /// Whether the occurrence is a resynchronized one (a one-off guess).
+    pub resynced: bool,
 }
 
 impl Lookup<'_> {
     const NONE: Lookup<'static> = Lookup {
         tokens: &[],
         matched: 0,
+        resynced: false,
     };
 }
 
@@ -62,16 +65,18 @@ pub(crate) fn lookup_in<'h>(haystack: &'h [u32], history: &[u32], want: usize) -
             .filter(|&(matched, _)| matched >= RESYNC_MATCH),
         false => None,
     };
-    let (best, want) = match (exact, resync) {
-        (Some(exact), Some(resync)) if resync.0 <= exact.0 => (exact, want),
-        (_, Some(resync)) => (resync, want.min(RESYNC_LEN)),
-        (Some(exact), None) => (exact, want),
+    let (best, resynced) = match (exact, resync) {
+        (Some(exact), Some(resync)) if resync.0 <= exact.0 => (exact, false),
+        (_, Some(resync)) => (resync, true),
+        (Some(exact), None) => (exact, false),
         (None, None) => return Lookup::NONE,
     };
     let (matched, start) = best;
+    let want = if resynced { want.min(RESYNC_LEN) } else { want };
     Lookup {
         tokens: &haystack[start..(start + want).min(haystack.len())],
         matched,
+        resynced,
     }
 }
 
@@ -137,8 +142,8 @@ mod tests {
         let context = [1, 2, 3, 4, 5, 8, 6, 7, 0, 1, 2, 3, 4, 5, 9];
         let found = lookup_in(&context, &context, 6);
         assert_eq!(
-            (found.tokens, found.matched),
-            (&[6, 7][..], 5),
+            (found.tokens, found.matched, found.resynced),
+            (&[6, 7][..], 5, true),
             "continues past the 8, two tokens at most"
         );
         // A match shorter than RESYNC_MATCH before the replaced token proposes nothing.
