@@ -294,6 +294,15 @@ impl ToolCallMatcher {
         matches!(self.state.phase, Phase::Args) && self.state.json.in_string()
     }
 
+    /// Whether the response is inside a call: its envelope (or what may
+    /// still be a bare call's head) or its arguments.
+    pub fn in_call(&self) -> bool {
+        matches!(
+            self.state.phase,
+            Phase::Tentative { .. } | Phase::Fixed { .. } | Phase::Name { .. } | Phase::Args
+        )
+    }
+
     /// Whether a complete call has been read and nothing after it yet.
     pub fn after_call(&self) -> bool {
         matches!(self.state.phase, Phase::AfterCall | Phase::Done)

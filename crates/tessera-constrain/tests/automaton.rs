@@ -520,3 +520,32 @@ fn key_patterns_and_property_names_shape_the_keys() {
         ],
     );
 }
+
+/// Where a response stands, as drafting reads it: free text is in no call,
+/// the envelope and the arguments are, a string inside the arguments is a
+/// JSON string, and a closed call is out of it again.
+#[test]
+fn a_response_says_whether_it_is_inside_a_call_or_a_string() {
+    let tools = [tool(
+        "t",
+        json!({"type": "object", "properties": {"s": {"type": "string"}}}),
+    )];
+    let compiled = Arc::new(CompiledTools::compile(&tools).unwrap());
+    let mut matcher = ToolCallMatcher::new(compiled, &auto(), &hermes()).unwrap();
+    let steps = [
+        ("Sure. ", false, false),
+        ("<tool_call>\n{\"name\": \"", true, false),
+        ("t\", \"arguments\": {\"s\": \"a", true, true),
+        ("b\"", true, false),
+        ("}}\n</tool_call>", false, false),
+    ];
+    for (text, in_call, in_string) in steps {
+        assert!(matcher.advance_text(text), "{text:?}");
+        assert_eq!(
+            (matcher.in_call(), matcher.in_json_string()),
+            (in_call, in_string),
+            "after {text:?}"
+        );
+    }
+    assert!(matcher.after_call());
+}

@@ -133,20 +133,28 @@ pub(crate) struct Drafter {
 impl Drafter {
     /// Set the next draft: `forced` tokens, then up to the adaptive length of
     /// prompt-lookup tokens continuing `context` + `forced` (`lookup` off:
-    /// none), found in `context` itself or else, inside a JSON string
-    /// (`in_string`), in the escaped prompt.
-    pub fn propose(&mut self, context: &[u32], forced: Vec<u32>, (lookup, in_string): (bool, bool), max_draft: usize) {
+    /// none), found in `context` itself and, inside a call's JSON string
+    /// (`in_string`), in the escaped prompt. Inside a call (`in_call`: its
+    /// envelope or arguments) a miss pauses nothing.
+    pub fn propose(
+        &mut self,
+        context: &[u32],
+        forced: Vec<u32>,
+        (lookup, in_call, in_string): (bool, bool, bool),
+        max_draft: usize,
+    ) {
         self.forced = forced.len().min(max_draft);
         self.tokens = forced;
         self.tokens.truncate(max_draft);
         if !lookup || self.tokens.len() >= max_draft {
             return;
         }
-        // Inside a call's string a miss pauses nothing: what the model writes
-        // there is most often a copy, and a paused copy runs a step per token.
+        // Inside a call a miss pauses nothing: what the model writes there is
+        // most often a copy (of an earlier call's shape, of text it read), and
+        // a paused copy runs a step per token.
         if self.cooldown > 0 {
             self.cooldown -= 1;
-            if !in_string {
+            if !in_call {
                 return;
             }
         }
@@ -263,24 +271,24 @@ mod tests {
             ..Drafter::default()
         };
         let context = [1, 2, 3, 9, 41, 42, 43];
-        drafter.propose(&context, Vec::new(), (true, false), 12);
+        drafter.propose(&context, Vec::new(), (true, false, false), 12);
         assert!(
             drafter.tokens.is_empty(),
             "outside a string only the sequence is searched"
         );
-        drafter.propose(&context, Vec::new(), (true, true), 12);
+        drafter.propose(&context, Vec::new(), (true, true, true), 12);
         assert_eq!(drafter.tokens, [44], "a three-token match proposes one token");
         // Matches as long in both: the escaped rendering wins (the prompt's
         // raw text continues with a raw line break where the string escapes it).
         let context = [41, 42, 43, 7, 41, 42, 43];
-        drafter.propose(&context, Vec::new(), (true, true), 12);
+        drafter.propose(&context, Vec::new(), (true, true, true), 12);
         assert_eq!(drafter.tokens, [44]);
         // The sequence's own match runs longer: it wins.
         let context = [9, 41, 42, 43, 7, 9, 41, 42, 43];
-        drafter.propose(&context, Vec::new(), (true, true), 12);
+        drafter.propose(&context, Vec::new(), (true, true, true), 12);
         assert_eq!(drafter.tokens, [7, 9, 41, 42], "a four-token match, the first length");
         let context = [1, 2, 3, 9, 40, 41, 42, 43];
-        drafter.propose(&context, Vec::new(), (true, true), 12);
+        drafter.propose(&context, Vec::new(), (true, true, true), 12);
         assert_eq!(drafter.tokens, [44, 45], "a four-token match proposes its continuation");
     }
 
@@ -291,12 +299,12 @@ mod tests {
         let found = lookup_in(&context, &context, 4);
         assert_eq!((found.tokens, found.matched), (&[4, 5, 6, 7][..], 3));
         let mut drafter = Drafter::default();
-        drafter.propose(&context, Vec::new(), (true, false), 12);
+        drafter.propose(&context, Vec::new(), (true, false, false), 12);
         assert_eq!(drafter.tokens, [4]);
         // Kept: the copy goes on and the match now runs four tokens back.
         drafter.record(1, 1, 12);
         let context = [0, 1, 2, 3, 4, 5, 6, 7, 1, 2, 3, 4];
-        drafter.propose(&context, Vec::new(), (true, false), 12);
+        drafter.propose(&context, Vec::new(), (true, false, false), 12);
         assert_eq!(
             drafter.tokens,
             [5, 6, 7, 1, 2, 3, 4],
@@ -309,11 +317,11 @@ mod tests {
     fn a_missed_resynchronized_draft_pauses_nothing() {
         let mut drafter = Drafter::default();
         let context = [1, 2, 3, 4, 5, 8, 6, 7, 0, 1, 2, 3, 4, 5, 9];
-        drafter.propose(&context, Vec::new(), (true, false), 12);
+        drafter.propose(&context, Vec::new(), (true, false, false), 12);
         assert_eq!(drafter.tokens, [6, 7], "past the replaced 8");
         drafter.record(2, 0, 12);
         let context = [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 0, 1, 2, 3];
-        drafter.propose(&context, Vec::new(), (true, false), 12);
+        drafter.propose(&context, Vec::new(), (true, false, false), 12);
         assert_eq!(drafter.tokens, [4, 5, 6, 7], "drafts at once, at the first length");
     }
 
@@ -321,24 +329,24 @@ mod tests {
     fn lookup_length_adapts_to_acceptance() {
         let mut drafter = Drafter::default();
         let context = [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 0, 1, 2, 3];
-        drafter.propose(&context, Vec::new(), (true, false), 12);
+        drafter.propose(&context, Vec::new(), (true, false, false), 12);
         assert_eq!(drafter.tokens, [4, 5, 6, 7], "starts at four");
         drafter.record(4, 4, 12);
-        drafter.propose(&context, Vec::new(), (true, false), 12);
+        drafter.propose(&context, Vec::new(), (true, false, false), 12);
         assert_eq!(drafter.tokens.len(), 8, "doubled after a full accept");
         drafter.record(8, 2, 12);
-        drafter.propose(&context, Vec::new(), (true, false), 12);
+        drafter.propose(&context, Vec::new(), (true, false, false), 12);
         assert_eq!(drafter.tokens.len(), 3, "cut to what was kept, plus one");
         drafter.record(3, 0, 12);
-        drafter.propose(&context, Vec::new(), (true, false), 12);
+        drafter.propose(&context, Vec::new(), (true, false, false), 12);
         assert!(drafter.tokens.is_empty(), "paused after a miss");
-        drafter.propose(&context, Vec::new(), (true, false), 12);
+        drafter.propose(&context, Vec::new(), (true, false, false), 12);
         assert!(drafter.tokens.is_empty(), "for two steps after the first miss");
-        drafter.propose(&context, Vec::new(), (true, false), 12);
+        drafter.propose(&context, Vec::new(), (true, false, false), 12);
         assert!(!drafter.tokens.is_empty(), "then drafts again");
         drafter.record(1, 0, 12);
-        drafter.propose(&context, Vec::new(), (true, true), 12);
-        assert!(!drafter.tokens.is_empty(), "inside a string a miss pauses nothing");
+        drafter.propose(&context, Vec::new(), (true, true, true), 12);
+        assert!(!drafter.tokens.is_empty(), "inside a call a miss pauses nothing");
         assert_eq!(
             drafter.counts,
             DraftCounts {
@@ -431,7 +439,7 @@ mod tests {
         let mut drafter = Drafter::default();
         let context = [4, 5, 6, 7, 8, 9, 4, 5, 6];
         // Forced [7] makes the history end "4 5 6 7", found earlier: lookup adds "8 9 4 5".
-        drafter.propose(&context, vec![7], (true, false), 12);
+        drafter.propose(&context, vec![7], (true, false, false), 12);
         assert_eq!(drafter.tokens, [7, 8, 9, 4, 5]);
         assert_eq!(drafter.forced, 1);
         drafter.record(5, 3, 12);
@@ -443,7 +451,7 @@ mod tests {
                 forced: 1
             }
         );
-        drafter.propose(&context, vec![1, 2, 3], (false, false), 2);
+        drafter.propose(&context, vec![1, 2, 3], (false, false, false), 2);
         assert_eq!(drafter.tokens, [1, 2], "capped at max_draft, no lookup");
     }
 }

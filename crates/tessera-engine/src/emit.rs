@@ -170,11 +170,16 @@ pub(crate) fn propose_draft(seq: &mut Active, config: &SpeculationConfig, contex
     };
     tracing::trace!(seq = seq.id.0, after = ?seq.tokens.last(), ?forced, "forced draft");
     let in_string = config.lookup && seq.matcher.as_ref().is_some_and(|m| m.in_json_string());
+    let in_call = config.lookup && seq.matcher.as_ref().is_some_and(|m| m.in_call());
     if in_string && seq.draft.escaped_prompt.is_none() {
         seq.draft.escaped_prompt = Some(escaped_prompt(seq, context.tokenizer));
     }
-    seq.draft
-        .propose(&seq.tokens, forced, (config.lookup, in_string), config.max_draft);
+    seq.draft.propose(
+        &seq.tokens,
+        forced,
+        (config.lookup, in_call, in_string),
+        config.max_draft,
+    );
 }
 
 /// The end of the prompt's text (its last [`ESCAPED_PROMPT_BYTES`], where an
