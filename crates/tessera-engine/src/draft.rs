@@ -144,6 +144,7 @@ impl Drafter {
         max_draft: usize,
     ) {
         self.forced = forced.len().min(max_draft);
+        self.resynced = false;
         self.tokens = forced;
         self.tokens.truncate(max_draft);
         if !lookup || self.tokens.len() >= max_draft {
