@@ -145,34 +145,17 @@ pub(super) struct BandwidthLimit {
 }
 
 impl BandwidthLimit {
-    /// Measured now; `None` for a model whose weight bytes are not known
-    /// (a checkpoint folder).
-    fn measure(model: &ModelArgs) -> Result<Option<Self>> {
-        let Some(weight_bytes) = crate::model_files::weight_bytes_per_token(model)? else {
-            return Ok(None);
-        };
-        let (_, rates) = super::memory::read_bandwidth(1024, 5)?;
-        let bandwidth_gb_s = rates.into_iter().fold(0f64, f64::max);
-        Ok(Some(Self {
-            bandwidth_gb_s,
-            weight_bytes,
-        }))
-    }
-
-    /// The higher of two measurements.
-    fn best(a: Option<Self>, b: Option<Self>) -> Option<Self> {
-        match (a, b) {
-            (Some(a), Some(b)) if b.bandwidth_gb_s > a.bandwidth_gb_s => Some(b),
-            (Some(a), _) => Some(a),
-            (None, b) => b,
-        }
-    }
-
     /// Tokens per second one stream cannot pass without reading a weight
     /// once for several tokens.
     pub fn tokens_per_second(&self) -> f64 {
         self.bandwidth_gb_s * 1e9 / self.weight_bytes.max(1) as f64
     }
+}
+
+/// The machine's read bandwidth now, GB/s: the best of five passes over 1 GiB.
+fn best_read_bandwidth() -> Result<f64> {
+    let (_, rates) = super::memory::read_bandwidth(1024, 5)?;
+    Ok(rates.into_iter().fold(0f64, f64::max))
 }
 
 pub fn run(args: DecodeArgs) -> Result<()> {
@@ -196,9 +179,11 @@ pub fn run(args: DecodeArgs) -> Result<()> {
         agent_tokens: args.agent_tokens as usize,
     };
     // The bandwidth is measured before and after (the best kept): on a
-    // shared machine one measurement can fall in a slow moment.
+    // shared machine one measurement can fall in a slow moment. A checkpoint
+    // folder's weight bytes are not known: no limit then.
+    let weight_bytes = crate::model_files::weight_bytes_per_token(&args.model)?;
     bar.set_message("memory read bandwidth");
-    let before = BandwidthLimit::measure(&args.model)?;
+    let before = weight_bytes.map(|_| best_read_bandwidth()).transpose()?;
     // One engine and one copy of the weights for both settings: each request
     // says whether it drafts, and the settings take turns on every measurement.
     let engine = start_engine(&args.model, &plan)?;
@@ -206,7 +191,13 @@ pub fn run(args: DecodeArgs) -> Result<()> {
     let modes = measure(&engine, &settings, &workload, &plan, &bar)?;
     engine.shutdown().wait()?;
     bar.set_message("memory read bandwidth");
-    let limit = BandwidthLimit::best(before, BandwidthLimit::measure(&args.model)?);
+    let limit = match (weight_bytes, before) {
+        (Some(weight_bytes), Some(before)) => Some(BandwidthLimit {
+            bandwidth_gb_s: before.max(best_read_bandwidth()?),
+            weight_bytes,
+        }),
+        _ => None,
+    };
     bar.finish_and_clear();
     let results = Results { tokens, modes, limit };
     print_tables(&results);

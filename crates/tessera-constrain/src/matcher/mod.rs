@@ -4,6 +4,8 @@
 //! (toktrie's `add_bias`). Cost: O(trie nodes visited), which is small where
 //! few bytes are allowed (names, literals) and the whole trie in free text.
 
+mod forced;
+
 use crate::budget::BudgetMemo;
 use crate::call::{CallMachine, CallState, Phase};
 use crate::choice::{CallMode, ToolChoice};
@@ -466,63 +468,6 @@ impl ToolCallMatcher {
             bits.set(stop as usize, accepting);
         }
         TokenMask { bits }
-    }
-
-    /// The bytes every continuation must start with from here, at most
-    /// `limit`: none where the response may end (free text included) or once
-    /// the automaton allows two bytes.
-    fn forced_bytes(&mut self, limit: usize) -> Vec<u8> {
-        let mut forced = Vec::new();
-        if self.finished {
-            return forced;
-        }
-        let envelope_accepts = |matcher: &Self, state: CallState| state.accepting(&matcher.envelope);
-        let mut state = self.state;
-        while forced.len() < limit && !envelope_accepts(self, state) {
-            let mut machine = self.machine();
-            let mut only = None;
-            for byte in 0..=u8::MAX {
-                if let Some(after) = machine.step(state, byte) {
-                    if only.is_some() {
-                        return forced;
-                    }
-                    only = Some((byte, after));
-                }
-            }
-            let Some((byte, after)) = only else {
-                break;
-            };
-            forced.push(byte);
-            state = after;
-        }
-        forced
-    }
-
-    /// Tokens for what the constraint forces next (grammar fast-forward), at
-    /// most `limit`: the forced bytes tokenized longest match first, less the
-    /// trailing tokens that a longer token could span past the forced bytes
-    /// (there the model's own tokenization is not known, so they are held
-    /// back rather than guessed). Drafts only: the engine verifies them.
-    pub fn forced_tokens(&mut self, vocab: &Vocabulary, limit: usize) -> Vec<u32> {
-        const MAX_FORCED_BYTES: usize = 256;
-        let bytes = self.forced_bytes(MAX_FORCED_BYTES);
-        if bytes.is_empty() || limit == 0 {
-            return Vec::new();
-        }
-        let Some(mut tokens) = vocab.tokenize_exactly(&bytes) else {
-            return Vec::new();
-        };
-        let mut tail_start = bytes.len();
-        while let Some(&last) = tokens.last() {
-            let start = tail_start - vocab.token_bytes(last).len();
-            if !vocab.is_strict_prefix(&bytes[start..]) {
-                break;
-            }
-            tokens.pop();
-            tail_start = start;
-        }
-        tokens.truncate(limit);
-        tokens
     }
 
     /// Advance by a sampled token; an error if the mask would not have allowed it.
