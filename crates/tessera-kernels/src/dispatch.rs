@@ -297,7 +297,9 @@ impl Weights {
 /// weights streamed from memory) they took 92.6 ms for 8 rows against the
 /// AVX2 tiles' 110.5, but 54.5 against 52.6 for 4 rows, 46.5 against 39.5
 /// for 2 and 43.6 against 31.8 for one: with few rows the step is bound by
-/// the weights' stream, which the AVX2 tiles read as well.
+/// the weights' stream, which the AVX2 tiles read as well. After the tiles
+/// kept one dot accumulator live (session 25), 4 rows were a wash (53.2 and
+/// 54.0 ms against 54.2 and 57.1) and 2 still lost (42.6 against 36.4).
 const VNNI_MIN_ROWS: usize = 8;
 
 /// The activations hold the quantization the weights read (the kernels

@@ -267,23 +267,26 @@ unsafe fn pair_tile<const C: usize, const FIVE: bool, const PACKED: bool>(
         let mut a = [_mm512_setzero_si512(); C];
         for j in 0..SUB_BLOCKS {
             let block = sb * SUB_BLOCKS + j;
-            let mut dots = [_mm512_setzero_si512(); C];
-            for t in 0..8 {
-                let q = match PACKED {
+            // The sub-block's eight weight registers first, then each row's dot in
+            // turn: one accumulator live rather than one per row.
+            let mut q = [_mm512_setzero_si512(); 8];
+            for (t, q) in q.iter_mut().enumerate() {
+                *q = match PACKED {
                     // SAFETY: whole group super-blocks (checked slices) of this kind (the
                     // caller's contract), j, t < 8; the features are enabled here.
                     true => unsafe { packed_values::<FIVE>(lo, hi, j, t) },
                     false => quants.get(sb, j, t),
                 };
-                for (dot, row) in dots.iter_mut().zip(rows.quants) {
+            }
+            for (a, row) in a.iter_mut().zip(rows.quants) {
+                let mut dot = _mm512_setzero_si512();
+                for (t, q) in q.iter().enumerate() {
                     // SAFETY: block `block < 8 · w.supers() == x.blocks()` (the caller's
                     // contract) is 32 bytes of the row's quants, and 4t + 4 <= 32.
                     let y = unsafe { broadcast_four(row.add(block * BLOCK + t * 4)) };
-                    *dot = _mm512_dpbusd_epi32(*dot, q, y);
+                    dot = _mm512_dpbusd_epi32(dot, *q, y);
                 }
-            }
-            for c in 0..C {
-                a[c] = _mm512_add_epi32(a[c], _mm512_mullo_epi32(dots[c], factors.scales[j]));
+                *a = _mm512_add_epi32(*a, _mm512_mullo_epi32(dot, factors.scales[j]));
             }
         }
         for c in 0..C {

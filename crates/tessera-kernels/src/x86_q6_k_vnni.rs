@@ -1,14 +1,20 @@
 //! The AVX-512 VNNI path of Q6_K (layout in `q6_k.rs`) against super-block
-//! activations, for prefill: sixteen rows (two groups, see `x86_vnni.rs`) per
-//! register. Once per chunk and pair the quants (0–63) are rebuilt from one
-//! `ql` and one `qh` register per group into a `PairQuants`, and each
-//! super-block's scales widened into a table; a tile then meets register `t`
+//! activations: sixteen rows (two groups, see `x86_vnni.rs`) per register.
+//! For prefill the quants (0–63) are rebuilt once per chunk and pair from
+//! one `ql` and one `qh` register per group into a `PairQuants`, and each
+//! super-block's scales widened into a table; for few rows (decode, drafts)
+//! each tile rebuilds them from the packed bytes. A tile meets register `t`
 //! with activation bytes `4t..4t + 4`, broadcast to all lanes, in one
 //! `vpdpbusd` per activation row, giving each run of 16 values its exact dot
 //! in 32 bits. One `vpmulld` by the run's signed scale adds it to the
 //! super-block's `A`, the scales meet the run sums in eight `madd`s (`B`),
 //! and each lane takes the AVX2 kernel's float step: integers are exact in
 //! any order, so results equal the other paths bit for bit.
+//!
+//! A run's four weight registers are built first and the rows' dots then
+//! taken one after another, so a tile of 8 rows keeps one dot accumulator
+//! live, not eight. With eight, the rebuilt values spilled (one thread,
+//! 3072×768 in L3, 8 rows: 259 µs as two tiles of 4, 167 µs so).
 
 use crate::q6_k::{qh_at, ql_at, GROUP, SCALES_AT, SUB_BLOCKS};
 use crate::x86_q6_k::scale_multipliers;
@@ -36,11 +42,6 @@ struct PairFactors {
 /// Activation rows from which a product unpacks each pair of row groups
 /// once per chunk (see `x86_q4_k_vnni::UNPACK_MIN_ROWS`).
 const UNPACK_MIN_ROWS: usize = 16;
-
-/// Activation rows per tile read from the packed bytes: rebuilding the
-/// 6-bit values beside 8 rows' accumulators spills registers (one thread,
-/// 3072×768 in L3: 8 rows in one tile 293 µs, 4 rows 101 µs).
-const PACKED_TILE: usize = 4;
 
 /// See `portable::matmul_q6_k`.
 ///
@@ -71,7 +72,7 @@ pub(crate) unsafe fn matmul_q6_k(
                 pair_tile::<$c, true>(w, $pair, &no_quants, &[], x, $j)
             };
         }
-        for_each_pair_tile!(rows, x, out, stride, PACKED_TILE, prepare, tile);
+        for_each_pair_tile!(rows, x, out, stride, crate::x86_vnni::TILE, prepare, tile);
         return;
     }
     // SAFETY: all-zero bits are valid registers.
@@ -253,24 +254,27 @@ unsafe fn pair_tile<const C: usize, const PACKED: bool>(
         for j in 0..SUB_BLOCKS {
             let block = sb * SUB_BLOCKS + j;
             for half in 0..2 {
-                let mut dots = [_mm512_setzero_si512(); C];
-                for t in half * 4..half * 4 + 4 {
-                    let q = match PACKED {
-                        // SAFETY: whole group super-blocks (checked slices); j / 4 < 2, t < 8;
-                        // the features are enabled here.
-                        true => unsafe { sub_block_quants(lo, hi, j / 4, j % 4, t) },
-                        false => quants.get(sb, j, t),
+                // The run's four weight registers first, then each row's dot in turn:
+                // one accumulator live rather than one per row (no spills at 8 rows).
+                let mut q = [_mm512_setzero_si512(); 4];
+                for (i, q) in q.iter_mut().enumerate() {
+                    *q = match PACKED {
+                        // SAFETY: whole group super-blocks (checked slices); j / 4 < 2,
+                        // half·4 + i < 8; the features are enabled here.
+                        true => unsafe { sub_block_quants(lo, hi, j / 4, j % 4, half * 4 + i) },
+                        false => quants.get(sb, j, half * 4 + i),
                     };
-                    for (dot, row) in dots.iter_mut().zip(rows.quants) {
-                        // SAFETY: block `block < 8 · w.supers() == x.blocks()` (the caller's
-                        // contract) is 32 bytes of the row's quants, and 4t + 4 <= 32.
-                        let y = unsafe { broadcast_four(row.add(block * BLOCK + t * 4)) };
-                        *dot = _mm512_dpbusd_epi32(*dot, q, y);
-                    }
                 }
                 let scale = factors.scales[2 * j + half];
-                for c in 0..C {
-                    a[c] = _mm512_add_epi32(a[c], _mm512_mullo_epi32(dots[c], scale));
+                for (a, row) in a.iter_mut().zip(rows.quants) {
+                    let mut dot = _mm512_setzero_si512();
+                    for (i, q) in q.iter().enumerate() {
+                        // SAFETY: block `block < 8 · w.supers() == x.blocks()` (the caller's
+                        // contract) is 32 bytes of the row's quants, and 4t + 4 <= 32.
+                        let y = unsafe { broadcast_four(row.add(block * BLOCK + (half * 4 + i) * 4)) };
+                        dot = _mm512_dpbusd_epi32(dot, *q, y);
+                    }
+                    *a = _mm512_add_epi32(*a, _mm512_mullo_epi32(dot, scale));
                 }
             }
         }
