@@ -252,11 +252,14 @@ struct GroupFormat {
 
 /// Shapes whose rows hold whole 256-value super-blocks. From 16 activation
 /// rows the AVX-512 VNNI tiles run (16 exactly, partial tiles of 8, an odd
-/// last row group); the last shape spans several of the AVX2 kernels'
+/// last row group); below, tiles of every width read the packed bytes (7,
+/// and 13 as 8 + 5); the last shape spans several of the AVX2 kernels'
 /// activation chunks (32 rows each) and two of the VNNI kernels'.
 const K_SHAPES: &[(usize, usize, usize)] = &[
     (1, 1, 8),
     (9, 3, 16),
+    (17, 7, 8),
+    (9, 13, 8),
     (24, 16, 16),
     (17, 33, 8),
     (5, 2, 24),

@@ -63,7 +63,8 @@ unsafe fn matmul_groups<const MIN: bool, const HIGH: bool>(
 
 /// The loop nest every row-group kernel runs: activation rows in chunks of
 /// [`ACT_CHUNK`] (kept in L1 while a group's blocks stream past), then weight
-/// groups, then tiles of up to four activation rows, each stored row by row.
+/// groups, then tiles of up to four activation rows (or `$widest`, 4 or 8,
+/// where given), each stored row by row.
 /// `$tile!(C, group, j)` computes a tile of `C` rows (a local macro, so that
 /// the tile's const generics stay the caller's and everything inlines under
 /// its `target_feature`); `$prepare!(group)`, when given, runs once per chunk
@@ -73,9 +74,32 @@ macro_rules! for_each_group_tile {
         macro_rules! no_preparation {
             ($group:expr) => {{}};
         }
-        $crate::x86_q4::for_each_group_tile!($rows, $x, $out, $stride, no_preparation, $tile)
+        $crate::x86_q4::for_each_group_tile!($rows, $x, $out, $stride, no_preparation, $tile, 4)
     }};
     ($rows:expr, $x:expr, $out:expr, $stride:expr, $prepare:ident, $tile:ident) => {{
+        $crate::x86_q4::for_each_group_tile!($rows, $x, $out, $stride, $prepare, $tile, 4)
+    }};
+    (@tiles 4, $tile:ident, $group:expr, $j:expr, $width:expr) => {
+        match $width {
+            4 => $tile!(4, $group, $j),
+            3 => $crate::x86_q4::pad($tile!(3, $group, $j)),
+            2 => $crate::x86_q4::pad($tile!(2, $group, $j)),
+            _ => $crate::x86_q4::pad($tile!(1, $group, $j)),
+        }
+    };
+    (@tiles 8, $tile:ident, $group:expr, $j:expr, $width:expr) => {
+        match $width {
+            8 => $tile!(8, $group, $j),
+            7 => $crate::x86_q4::pad($tile!(7, $group, $j)),
+            6 => $crate::x86_q4::pad($tile!(6, $group, $j)),
+            5 => $crate::x86_q4::pad($tile!(5, $group, $j)),
+            4 => $crate::x86_q4::pad($tile!(4, $group, $j)),
+            3 => $crate::x86_q4::pad($tile!(3, $group, $j)),
+            2 => $crate::x86_q4::pad($tile!(2, $group, $j)),
+            _ => $crate::x86_q4::pad($tile!(1, $group, $j)),
+        }
+    };
+    ($rows:expr, $x:expr, $out:expr, $stride:expr, $prepare:ident, $tile:ident, $widest:tt) => {{
         let rows: &std::ops::Range<usize> = &$rows;
         let groups = rows.start / GROUP..rows.end.div_ceil(GROUP);
         let n = $x.rows();
@@ -91,18 +115,11 @@ macro_rules! for_each_group_tile {
                 };
                 let mut j = chunk;
                 while j < chunk_end {
-                    let width = (chunk_end - j).min(4);
+                    let width = (chunk_end - j).min($widest);
                     // SAFETY: the enclosing kernel enables the tile's target features and
                     // its contract is the tile's (`x.blocks() == w.blocks()`, const layout
                     // parameters that match `w`); `j + width <= n`.
-                    let sums = unsafe {
-                        match width {
-                            4 => $tile!(4, group, j),
-                            3 => $crate::x86_q4::pad($tile!(3, group, j)),
-                            2 => $crate::x86_q4::pad($tile!(2, group, j)),
-                            _ => $crate::x86_q4::pad($tile!(1, group, j)),
-                        }
-                    };
+                    let sums = unsafe { $crate::x86_q4::for_each_group_tile!(@tiles $widest, $tile, group, j, width) };
                     for (c, lanes) in sums.iter().take(width).enumerate() {
                         $crate::x86_q4::store_group(*lanes, group * GROUP, rows, &mut $out[(j + c) * $stride..]);
                     }
@@ -114,11 +131,11 @@ macro_rules! for_each_group_tile {
 }
 pub(crate) use for_each_group_tile;
 
-/// `C` results widened to four (the rest unused).
+/// `C` results widened to `N` (the rest unused).
 #[target_feature(enable = "avx2")]
 #[inline]
-pub(crate) fn pad<const C: usize>(sums: [__m256; C]) -> [__m256; 4] {
-    let mut all = [_mm256_setzero_ps(); 4];
+pub(crate) fn pad<const C: usize, const N: usize>(sums: [__m256; C]) -> [__m256; N] {
+    let mut all = [_mm256_setzero_ps(); N];
     all[..C].copy_from_slice(&sums);
     all
 }

@@ -1,8 +1,11 @@
 //! The AVX2+FMA+F16C path of Q6_K at GGML's bytes (layout in `q6_k.rs`):
-//! eight weight rows (a group) in the eight lanes of a register, up to four
-//! activation rows at a time, against super-block activations (one scale per
-//! 256 values). Per sub-block and register position the quants are rebuilt
-//! from `ql` and `qh` with masks and shifts, once for every row of the tile;
+//! eight weight rows (a group) in the eight lanes of a register, up to eight
+//! activation rows at a time (four where the values are unpacked once per
+//! group, from 16 rows), against super-block activations (one scale per 256
+//! values). Per run of 16 values its four registers are rebuilt from `ql`
+//! and `qh` with masks and shifts, once for every row of the tile, and each
+//! row's products then taken in turn (8 rows of 3072×768 in L3, one thread on
+//! a Zen 4 EPYC running AVX2 code: 371 µs as two tiles of 4, 242 µs so);
 //! two `maddubs` results per run of 8 values (|Σ| ≤ 2·2·63·127 < 2¹⁵) meet
 //! the run's signed scale in one `madd`, into the super-block's 32-bit sum
 //! `A`; the scales meet the activations' run sums in eight more `madd`s
@@ -40,7 +43,10 @@ pub(crate) unsafe fn matmul_q6_k(
                 group_tile::<$c, false>(w, $group, &[], x, $j)
             };
         }
-        for_each_group_tile!(rows, x, out, stride, tile);
+        macro_rules! no_preparation {
+            ($group:expr) => {{}};
+        }
+        for_each_group_tile!(rows, x, out, stride, no_preparation, tile, 8);
         return;
     }
     let mut values = vec![_mm256_setzero_si256(); w.supers() * SUB_BLOCKS * 8];
@@ -310,34 +316,36 @@ unsafe fn group_tile<const C: usize, const UNPACKED: bool>(
             let (multipliers, both) = unsafe { scale_multipliers(data, j) };
             *pair = both;
             for (half, multiplier) in multipliers.into_iter().enumerate() {
-                for t in [half * 4, half * 4 + 2] {
-                    let (q0, q1) = match UNPACKED {
-                        true => {
-                            let at = (sb * SUB_BLOCKS + j) * 8 + t;
-                            (values[at], values[at + 1])
-                        }
-                        // SAFETY: registers `t + 1 < 8` of chunk `chunk < 2` lie inside the
-                        // group super-block; AVX2 is enabled here.
-                        false => unsafe {
-                            (
-                                sub_block_quants(data, chunk, k, t),
-                                sub_block_quants(data, chunk, k, t + 1),
-                            )
-                        },
+                // The run's four value registers first, then each row's products in
+                // turn (no accumulator per row beyond its `A`).
+                let mut q = [_mm256_setzero_si256(); 4];
+                for (i, q) in q.iter_mut().enumerate() {
+                    let t = half * 4 + i;
+                    *q = match UNPACKED {
+                        true => values[(sb * SUB_BLOCKS + j) * 8 + t],
+                        // SAFETY: register `t < 8` of chunk `chunk < 2` lies inside the group
+                        // super-block; AVX2 is enabled here.
+                        false => unsafe { sub_block_quants(data, chunk, k, t) },
                     };
-                    for c in 0..C {
-                        // SAFETY: activation block `block < w.blocks() == x.blocks()` (the
-                        // caller's contract) is 32 bytes of the row's super-block quants, and
-                        // 4t + 8 <= 32.
+                }
+                for (a, row) in a.iter_mut().zip(&rows) {
+                    // SAFETY: activation block `block < w.blocks() == x.blocks()` (the
+                    // caller's contract) is 32 bytes of the row's super-block quants, and
+                    // the run's 16 bytes start at 16·half.
+                    let y = unsafe { row.quants.as_ptr().add(block * BLOCK + half * 16) };
+                    for pair in 0..2 {
+                        // SAFETY: bytes 8·pair..8·pair + 8 of the run's 16.
                         let (y0, y1) = unsafe {
-                            let y = rows[c].quants.as_ptr().add(block * BLOCK + t * 4);
                             (
-                                _mm256_set1_epi32(y.cast::<i32>().read_unaligned()),
-                                _mm256_set1_epi32(y.add(4).cast::<i32>().read_unaligned()),
+                                _mm256_set1_epi32(y.add(8 * pair).cast::<i32>().read_unaligned()),
+                                _mm256_set1_epi32(y.add(8 * pair + 4).cast::<i32>().read_unaligned()),
                             )
                         };
-                        let products = _mm256_add_epi16(_mm256_maddubs_epi16(q0, y0), _mm256_maddubs_epi16(q1, y1));
-                        a[c] = _mm256_add_epi32(a[c], _mm256_madd_epi16(products, multiplier));
+                        let products = _mm256_add_epi16(
+                            _mm256_maddubs_epi16(q[2 * pair], y0),
+                            _mm256_maddubs_epi16(q[2 * pair + 1], y1),
+                        );
+                        *a = _mm256_add_epi32(*a, _mm256_madd_epi16(products, multiplier));
                     }
                 }
             }
