@@ -185,12 +185,14 @@ fn many_tools(count: usize, variant: usize) -> Value {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn health_stays_fast_while_large_tool_sets_are_validated() {
     let (address, engine, stop, server) = start().await;
+    // Every body is built before the first request starts: built one by one
+    // between the spawns, a loaded machine let the first validation finish
+    // before the first probe was even sent.
+    let bodies: Vec<Value> = (0..8).map(|variant| many_tools(2000, variant)).collect();
     let burst = Instant::now();
-    let requests: Vec<_> = (0..8)
-        .map(|variant| {
-            let body = many_tools(2000, variant);
-            tokio::spawn(async move { read_all(open(address, "/v1/chat/completions", &body).await).await })
-        })
+    let requests: Vec<_> = bodies
+        .into_iter()
+        .map(|body| tokio::spawn(async move { read_all(open(address, "/v1/chat/completions", &body).await).await }))
         .collect();
     let mut latencies = Vec::new();
     let mut answered_before_any_finished = false;
