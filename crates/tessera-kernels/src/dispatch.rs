@@ -294,13 +294,15 @@ impl Weights {
 
 /// Activation rows from which the K-quants run their AVX-512 VNNI tiles
 /// (where the path is). On the 1.5B's forward (2 threads, a Zen 4 EPYC,
-/// weights streamed from memory) they took 92.6 ms for 8 rows against the
-/// AVX2 tiles' 110.5, but 54.5 against 52.6 for 4 rows, 46.5 against 39.5
-/// for 2 and 43.6 against 31.8 for one: with few rows the step is bound by
-/// the weights' stream, which the AVX2 tiles read as well. After the tiles
-/// kept one dot accumulator live (session 25), 4 rows were a wash (53.2 and
-/// 54.0 ms against 54.2 and 57.1) and 2 still lost (42.6 against 36.4).
-const VNNI_MIN_ROWS: usize = 8;
+/// weights streamed from memory), with both paths' tiles keeping one dot
+/// accumulator live (session 25), against the AVX2 tiles: 5 rows 57.3 and
+/// 63.1 ms against 70.2 and 69.8, 6 rows 63.4 and 61.8 against 85.1 and
+/// 90.8, 7 rows 72.2 and 77.9 against 96.0 and 94.3 (the AVX2 Q4_K tile
+/// takes 4 rows, so 5 to 7 ran two passes); 4 rows are a wash (53.2 and
+/// 54.0 against 54.2 and 57.1), 2 lose (42.6 against 36.4) and one loses
+/// clearly (40.5 against 31.0): with few rows the step is bound by the
+/// weights' stream, which the AVX2 tiles read as well.
+const VNNI_MIN_ROWS: usize = 5;
 
 /// The activations hold the quantization the weights read (the kernels
 /// index its buffers through unchecked pointers).
