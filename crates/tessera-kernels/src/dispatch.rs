@@ -302,7 +302,7 @@ impl Weights {
 /// 54.0 against 54.2 and 57.1), 2 lose (42.6 against 36.4) and one loses
 /// clearly (40.5 against 31.0): with few rows the step is bound by the
 /// weights' stream, which the AVX2 tiles read as well.
-const VNNI_MIN_ROWS: usize = 5;
+pub const VNNI_MIN_ROWS: usize = 5;
 
 /// The activations hold the quantization the weights read (the kernels
 /// index its buffers through unchecked pointers).

@@ -63,7 +63,7 @@ mod x86_q6_k_vnni;
 mod x86_vnni;
 
 pub use activations::{Q8Activations, Quantization};
-pub use dispatch::{Format, Path, Weights};
+pub use dispatch::{Format, Path, Weights, VNNI_MIN_ROWS};
 pub use error::KernelError;
 pub use half_precision::{HalfKind, HalfWeights};
 pub use q2_k::Q2KWeights;

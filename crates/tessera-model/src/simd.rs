@@ -21,9 +21,12 @@ pub fn active_path() -> &'static str {
 /// builds' path.
 pub fn kernels_in_use() -> String {
     let products = match tessera_kernels::Path::detect() {
-        tessera_kernels::Path::Avx512Vnni => "AVX-512 VNNI (K-quants from 8 activation rows; AVX2 otherwise)",
-        tessera_kernels::Path::Avx2 => "AVX2",
-        tessera_kernels::Path::Portable => "portable",
+        tessera_kernels::Path::Avx512Vnni => format!(
+            "AVX-512 VNNI (K-quants from {} activation rows; AVX2 otherwise)",
+            tessera_kernels::VNNI_MIN_ROWS
+        ),
+        tessera_kernels::Path::Avx2 => "AVX2".to_owned(),
+        tessera_kernels::Path::Portable => "portable".to_owned(),
     };
     let vectors = if use_avx512() { "avx-512" } else { active_path() };
     format!("matrix products {products}, attention {vectors}")
