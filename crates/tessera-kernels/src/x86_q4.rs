@@ -71,13 +71,17 @@ unsafe fn matmul_groups<const MIN: bool, const HIGH: bool>(
 /// and group before its tiles (an unsafe call under the same contract).
 macro_rules! for_each_group_tile {
     ($rows:expr, $x:expr, $out:expr, $stride:expr, $tile:ident) => {{
-        macro_rules! no_preparation {
-            ($group:expr) => {{}};
-        }
-        $crate::x86_q4::for_each_group_tile!($rows, $x, $out, $stride, no_preparation, $tile, 4)
+        $crate::x86_q4::for_each_group_tile!($rows, $x, $out, $stride, $tile, 4)
     }};
     ($rows:expr, $x:expr, $out:expr, $stride:expr, $prepare:ident, $tile:ident) => {{
         $crate::x86_q4::for_each_group_tile!($rows, $x, $out, $stride, $prepare, $tile, 4)
+    }};
+    // After the arm above: `tile, 8` fails its second identifier and lands here.
+    ($rows:expr, $x:expr, $out:expr, $stride:expr, $tile:ident, $widest:tt) => {{
+        macro_rules! no_preparation {
+            ($group:expr) => {{}};
+        }
+        $crate::x86_q4::for_each_group_tile!($rows, $x, $out, $stride, no_preparation, $tile, $widest)
     }};
     (@tiles 4, $tile:ident, $group:expr, $j:expr, $width:expr) => {
         match $width {

@@ -87,7 +87,7 @@ unsafe fn matmul_groups<const FIVE: bool>(
                 pair_tile::<$c, FIVE, true>(w, $pair, &no_quants, &[], x, $j)
             };
         }
-        for_each_pair_tile!(rows, x, out, stride, crate::x86_vnni::TILE, prepare, tile);
+        for_each_pair_tile!(rows, x, out, stride, prepare, tile);
         return;
     }
     // SAFETY: all-zero bits are valid registers.
@@ -105,7 +105,7 @@ unsafe fn matmul_groups<const FIVE: bool>(
             pair_tile::<$c, FIVE, false>(w, $pair, &quants, &factors, x, $j)
         };
     }
-    for_each_pair_tile!(rows, x, out, stride, crate::x86_vnni::TILE, prepare, tile);
+    for_each_pair_tile!(rows, x, out, stride, prepare, tile);
 }
 
 /// Bit `bit` of every byte of `qh`, moved to bit 4 (see `x86_q4_k::fifth_bits`).

@@ -43,10 +43,7 @@ pub(crate) unsafe fn matmul_q6_k(
                 group_tile::<$c, false>(w, $group, &[], x, $j)
             };
         }
-        macro_rules! no_preparation {
-            ($group:expr) => {{}};
-        }
-        for_each_group_tile!(rows, x, out, stride, no_preparation, tile, 8);
+        for_each_group_tile!(rows, x, out, stride, tile, 8);
         return;
     }
     let mut values = vec![_mm256_setzero_si256(); w.supers() * SUB_BLOCKS * 8];

@@ -72,7 +72,7 @@ pub(crate) unsafe fn matmul_q6_k(
                 pair_tile::<$c, true>(w, $pair, &no_quants, &[], x, $j)
             };
         }
-        for_each_pair_tile!(rows, x, out, stride, crate::x86_vnni::TILE, prepare, tile);
+        for_each_pair_tile!(rows, x, out, stride, prepare, tile);
         return;
     }
     // SAFETY: all-zero bits are valid registers.
@@ -90,7 +90,7 @@ pub(crate) unsafe fn matmul_q6_k(
             pair_tile::<$c, false>(w, $pair, &quants, &factors, x, $j)
         };
     }
-    for_each_pair_tile!(rows, x, out, stride, crate::x86_vnni::TILE, prepare, tile);
+    for_each_pair_tile!(rows, x, out, stride, prepare, tile);
 }
 
 /// The quants (0–63) of sub-block `k` of chunk `chunk` at register position

@@ -166,14 +166,13 @@ pub(crate) fn chunk_rows(blocks: usize) -> usize {
 /// The loop nest of the VNNI kernels: activation rows in chunks of
 /// [`chunk_rows`], then pairs of weight groups (a last odd
 /// group pairs with itself and only its lower lanes are stored), then tiles
-/// of up to `$widest` (at most [`TILE`]) activation rows. `$prepare!(pair)` runs once per chunk and
+/// of up to [`TILE`] activation rows. `$prepare!(pair)` runs once per chunk and
 /// pair (per-row factors every tile of the pair reads), `$tile!(C, pair, j)`
 /// computes a tile of `C` activation rows as `[__m512; C]` (local macros, so
 /// that everything inlines under the caller's `target_feature`).
 macro_rules! for_each_pair_tile {
-    ($rows:expr, $x:expr, $out:expr, $stride:expr, $widest:expr, $prepare:ident, $tile:ident) => {{
+    ($rows:expr, $x:expr, $out:expr, $stride:expr, $prepare:ident, $tile:ident) => {{
         use $crate::x86_vnni::{pad, store_rows, TILE};
-        let widest: usize = $widest;
         let rows: &std::ops::Range<usize> = &$rows;
         let groups = rows.start / GROUP..rows.end.div_ceil(GROUP);
         let n = $x.rows();
@@ -197,7 +196,7 @@ macro_rules! for_each_pair_tile {
                 };
                 let mut j = chunk;
                 while j < chunk_end {
-                    let width = (chunk_end - j).min(widest.min(TILE));
+                    let width = (chunk_end - j).min(TILE);
                     // SAFETY: the enclosing kernel enables the tile's target features and its
                     // contract gives `x.blocks() == w.blocks()`; `j + width <= n`; the pair
                     // was prepared just above.
