@@ -14,6 +14,7 @@
 
 use crate::q6_k::{qh_at, ql_at, GROUP, SCALES_AT, SUB_BLOCKS};
 use crate::super_activations::SuperRow;
+use crate::x86::prefetch_ahead;
 use crate::x86_q4::for_each_group_tile;
 use crate::{Q6KWeights, Q8Activations, BLOCK};
 use std::arch::x86_64::*;
@@ -300,8 +301,13 @@ unsafe fn group_tile<const C: usize, const UNPACKED: bool>(
     for (c, row) in rows.iter_mut().enumerate().skip(1) {
         *row = x.super_row(j0 + c);
     }
+    let group_bytes = w.group_super(group, 0).len();
     for sb in 0..w.supers() {
         let data = w.group_super(group, sb).as_ptr();
+        if !UNPACKED {
+            // Unpacked values were read by one pass over the group (`unpack_group`).
+            prefetch_ahead(data, group_bytes);
+        }
         // SAFETY: `data` is a whole group super-block (a checked slice), which starts
         // with eight f16 d.
         let d = unsafe { _mm256_cvtph_ps(_mm_loadu_si128(data.cast())) };
