@@ -11,9 +11,9 @@ use std::ops::Range;
 /// Activation rows per chunk (32 rows × 576 bytes stay in L1 for SmolLM2).
 const ACT_CHUNK: usize = 32;
 
-/// How far ahead of the super-block a K-quant tile of several activation
-/// rows is reading it asks the L2 for the weights' bytes (four Q4_K group
-/// super-blocks, 2.7 of Q6_K). A tile of 2–8 rows consumes its weight
+/// How far ahead of the block a tile of several activation rows is reading
+/// it asks the L2 for the weights' bytes (four Q4_K group super-blocks, 2.7
+/// of Q6_K, 26 group blocks of Q5_0). A tile of 2–8 rows consumes its weight
 /// streams slowly enough that the hardware prefetchers fall behind: one
 /// thread, Q4_K 16384×4096 from memory (Zen 4), per pair of row groups and
 /// super-block, 4 rows (AVX2) took ~1,160 cycles against ~800 with this and
@@ -21,6 +21,19 @@ const ACT_CHUNK: usize = 32;
 /// enough for the hardware alone, and these requests slowed it (1.55 →
 /// 1.84 ms), so the one-row products do not ask.
 pub(crate) const PREFETCH_AHEAD: usize = 4608;
+
+/// Products of fewer activation rows than this prefetch in their tiles of
+/// more than one row (decode of several sequences, drafts). Larger ones
+/// (prefill) compute long enough per byte for the hardware prefetchers,
+/// and re-read each group from the L1/L2 once per tile.
+const PREFETCH_BELOW_ROWS: usize = 16;
+
+/// Whether a tile of `tile_rows` activation rows, in a product of `rows`,
+/// asks for its weights ahead ([`prefetch_ahead`]).
+#[inline]
+pub(crate) fn tile_prefetches(tile_rows: usize, rows: usize) -> bool {
+    tile_rows > 1 && rows < PREFETCH_BELOW_ROWS
+}
 
 /// Asks for the `bytes` bytes that start [`PREFETCH_AHEAD`] past `at` to be
 /// brought into the L2, one request per 64-byte line. A prefetch is a hint:

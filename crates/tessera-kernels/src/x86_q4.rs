@@ -5,6 +5,7 @@
 //! unfused float operations in the same order).
 
 use crate::q4::{NibbleGroups, Q4Kind, GROUP};
+use crate::x86::{prefetch_ahead, tile_prefetches};
 use crate::{Q8Activations, BLOCK};
 use std::arch::x86_64::*;
 use std::ops::Range;
@@ -207,8 +208,12 @@ unsafe fn group_tile<const C: usize, const MIN: bool, const HIGH: bool>(
         sums[c] = x.row_sums(j0 + c);
         isums[c] = x.row_isums(j0 + c);
     }
+    let (block_bytes, prefetch) = (w.group_block(group, 0).len(), tile_prefetches(C, x.rows()));
     for b in 0..w.blocks() {
         let data = w.group_block(group, b).as_ptr();
+        if prefetch {
+            prefetch_ahead(data, block_bytes);
+        }
         // SAFETY: `data` is a whole group block of `w.kind()`: 8 f16 d, (with a
         // minimum) 8 f16 m, (5-bit) a qh register, then four 32-byte registers;
         // these 16-byte loads at 0 and 16 lie inside even the 4-bit Q4_0 block.

@@ -13,7 +13,7 @@
 use crate::q4::GROUP;
 use crate::q4_k::{nibbles_at, DMIN_AT, HIGH_BITS_AT, MINS_AT, PAIR_BYTES, QH_AT, SCALES_AT, SUB_BLOCKS};
 use crate::super_activations::SuperRow;
-use crate::x86::prefetch_ahead;
+use crate::x86::{prefetch_ahead, tile_prefetches};
 use crate::x86_q4::for_each_group_tile;
 use crate::{Q4KWeights, Q8Activations, BLOCK};
 use std::arch::x86_64::*;
@@ -207,11 +207,10 @@ unsafe fn group_tile<const C: usize, const FIVE: bool>(
     for (c, row) in rows.iter_mut().enumerate().skip(1) {
         *row = x.super_row(j0 + c);
     }
-    let group_bytes = w.group_super(group, 0).len();
+    let (group_bytes, prefetch) = (w.group_super(group, 0).len(), tile_prefetches(C, x.rows()));
     for sb in 0..w.supers() {
         let data = w.group_super(group, sb).as_ptr();
-        if C > 1 {
-            // One row is left to the hardware prefetchers (see `PREFETCH_AHEAD`).
+        if prefetch {
             prefetch_ahead(data, group_bytes);
         }
         // SAFETY: `data` is a whole group super-block (a checked slice), longer than

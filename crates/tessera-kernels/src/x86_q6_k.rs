@@ -14,7 +14,7 @@
 
 use crate::q6_k::{qh_at, ql_at, GROUP, SCALES_AT, SUB_BLOCKS};
 use crate::super_activations::SuperRow;
-use crate::x86::prefetch_ahead;
+use crate::x86::{prefetch_ahead, tile_prefetches};
 use crate::x86_q4::for_each_group_tile;
 use crate::{Q6KWeights, Q8Activations, BLOCK};
 use std::arch::x86_64::*;
@@ -301,11 +301,11 @@ unsafe fn group_tile<const C: usize, const UNPACKED: bool>(
     for (c, row) in rows.iter_mut().enumerate().skip(1) {
         *row = x.super_row(j0 + c);
     }
-    let group_bytes = w.group_super(group, 0).len();
+    // Unpacked values were read by one pass over the group (`unpack_group`).
+    let (group_bytes, prefetch) = (w.group_super(group, 0).len(), !UNPACKED && tile_prefetches(C, x.rows()));
     for sb in 0..w.supers() {
         let data = w.group_super(group, sb).as_ptr();
-        if !UNPACKED {
-            // Unpacked values were read by one pass over the group (`unpack_group`).
+        if prefetch {
             prefetch_ahead(data, group_bytes);
         }
         // SAFETY: `data` is a whole group super-block (a checked slice), which starts
