@@ -4,6 +4,8 @@
 //! draft verification (8 rows: GFLOP/s) and prefill (512 rows: GFLOP/s),
 //! Tessera's kernel on one thread against candle's QMatMul (its pool pinned
 //! to one thread as the runtime does).
+//! `q4k_memory` streams a Q4_K matrix larger than the L3 past 1, 4 and 8
+//! rows (the weights come from memory, as in the model's forward).
 //! Run: `cargo bench --bench kernels`.
 
 use candle_core::quantized::{GgmlDType, QMatMul, QTensor};
@@ -72,6 +74,35 @@ fn bench_format(c: &mut Criterion, dtype: GgmlDType, shapes: &[(&str, usize, usi
     group.finish();
 }
 
+/// Tessera's Q4_K product over a matrix that does not fit the L3 (16384×4096,
+/// 37.7 MB), at the row counts of decode and drafts: the weights stream from
+/// memory, so this shows what prefetching does (`x86::prefetch_ahead`).
+fn bench_q4k_from_memory(c: &mut Criterion) {
+    let (rows, cols) = (16384, 4096);
+    let mut group = c.benchmark_group("q4k_memory");
+    group.sample_size(10);
+    let quantized = QTensor::quantize(
+        &Tensor::from_vec(data(rows * cols), (rows, cols), &Device::Cpu).unwrap(),
+        GgmlDType::Q4K,
+    )
+    .unwrap();
+    let weights = ours(GgmlDType::Q4K, &quantized.data().unwrap(), rows, cols);
+    drop(quantized);
+    for n in [1usize, 4, 8] {
+        let activations = Q8Activations::quantize(&data(n * cols), n, cols).unwrap();
+        let mut out = vec![0f32; n * rows];
+        group.throughput(Throughput::Bytes(weights.bytes() as u64));
+        group.bench_function(BenchmarkId::new("tessera", format!("n={n}")), |b| {
+            b.iter(|| {
+                weights
+                    .matmul(Path::detect(), 0..rows, &activations, &mut out, rows)
+                    .unwrap()
+            })
+        });
+    }
+    group.finish();
+}
+
 fn bench(c: &mut Criterion) {
     bench_format(c, GgmlDType::Q8_0, SHAPES, true);
     // candle's Q4_1 product is scalar; its Q4_0 one is AVX2.
@@ -79,6 +110,7 @@ fn bench(c: &mut Criterion) {
     bench_format(c, GgmlDType::Q4_0, SHAPES, true);
     bench_format(c, GgmlDType::Q4K, K_SHAPES, true);
     bench_format(c, GgmlDType::Q6K, K_SHAPES, true);
+    bench_q4k_from_memory(c);
 }
 
 criterion_group!(benches, bench);
