@@ -4,7 +4,7 @@
 //! draft verification (8 rows: GFLOP/s) and prefill (512 rows: GFLOP/s),
 //! Tessera's kernel on one thread against candle's QMatMul (its pool pinned
 //! to one thread as the runtime does).
-//! `q4k_memory` streams a Q4_K matrix larger than the L3 past 1, 4 and 8
+//! `q4k_memory` streams a Q4_K matrix larger than the L3 past 1 to 4 and 8
 //! rows (the weights come from memory, as in the model's forward).
 //! Run: `cargo bench --bench kernels`.
 
@@ -88,7 +88,7 @@ fn bench_q4k_from_memory(c: &mut Criterion) {
     .unwrap();
     let weights = ours(GgmlDType::Q4K, &quantized.data().unwrap(), rows, cols);
     drop(quantized);
-    for n in [1usize, 4, 8] {
+    for n in [1usize, 2, 3, 4, 8] {
         let activations = Q8Activations::quantize(&data(n * cols), n, cols).unwrap();
         let mut out = vec![0f32; n * rows];
         group.throughput(Throughput::Bytes(weights.bytes() as u64));
