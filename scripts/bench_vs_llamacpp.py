@@ -6,17 +6,16 @@ DECODE_TOKENS, DECODE_CONTEXT. Runs alternate between the engines so that
 machine noise hits both alike; prints medians, tokens/s and the ratio
 Tessera / llama.cpp for prefill at each size and decode at a short context and
 at DECODE_CONTEXT tokens, then decode as a fraction of the bandwidth limit:
-the memory read bandwidth (`tessera bench memory`, measured every run on the
-same threads) divided by the bytes of weights read per token (every matrix of
-the GGUF; the tied embedding once, as the LM head). That is what llama.cpp reads;
-Tessera reads the same for Q8_0, Q4_0 and Q4_1, more for K-quants (24/18 of it
-for Q4_K, 40/26 for Q6_K), so on K-quant files its share is overstated.
+the memory read bandwidth (`tessera bench memory --model`, measured every run
+on the same threads) divided by the bytes of weights read per token, which the
+same command gives from the GGUF (every matrix; the embedding only where it is
+also the LM head). That is what llama.cpp reads, and what Tessera reads: its
+repacked weights keep GGML's bytes.
 """
 import json
 import os
 import platform
 import statistics
-import struct
 import subprocess
 import time
 
@@ -44,66 +43,6 @@ def cpu_model():
     return platform.processor() or "unknown"
 
 
-def gguf_tensor_bytes(path):
-    """{name: (dims, bytes)} from a GGUF header (sizes from the offsets, so every quant type works)."""
-    with open(path, "rb") as f:
-        data = f.read(256 << 20)  # the header: vocabularies are a few MB
-    pos = 0
-
-    def take(fmt):
-        nonlocal pos
-        values = struct.unpack_from("<" + fmt, data, pos)
-        pos += struct.calcsize("<" + fmt)
-        return values[0] if len(values) == 1 else values
-
-    def string():
-        nonlocal pos
-        length = take("Q")
-        text = data[pos:pos + length].decode("utf-8", "replace")
-        pos += length
-        return text
-
-    scalars = {0: "B", 1: "b", 2: "H", 3: "h", 4: "I", 5: "i", 6: "f", 7: "?", 10: "Q", 11: "q", 12: "d"}
-
-    def value(kind):
-        if kind == 8:
-            return string()
-        if kind == 9:
-            inner, count = take("I"), take("Q")
-            return [value(inner) for _ in range(count)]
-        return take(scalars[kind])
-
-    if data[:4] != b"GGUF":
-        raise SystemExit(f"{path} is not a GGUF file")
-    pos = 4
-    _version, tensor_count, kv_count = take("I"), take("Q"), take("Q")
-    alignment = 32
-    for _ in range(kv_count):
-        key = string()
-        item = value(take("I"))
-        if key == "general.alignment":
-            alignment = item
-    infos = []
-    for _ in range(tensor_count):
-        name = string()
-        dims = [take("Q") for _ in range(take("I"))]
-        _kind, offset = take("I"), take("Q")
-        infos.append((offset, name, dims))
-    data_start = (pos + alignment - 1) // alignment * alignment
-    ends = sorted(offset for offset, _, _ in infos)[1:] + [os.path.getsize(path) - data_start]
-    by_offset = sorted(infos)
-    return {name: (dims, end - offset) for (offset, name, dims), end in zip(by_offset, ends)}
-
-
-def weight_bytes_per_token(path):
-    """Bytes of every matrix a decoded token reads: all 2-D tensors, the token
-    embedding only when it doubles as the LM head (no separate output.weight)."""
-    tensors = gguf_tensor_bytes(path)
-    tied = "output.weight" not in tensors
-    return sum(size for name, (dims, size) in tensors.items()
-               if len(dims) == 2 and (name != "token_embd.weight" or tied))
-
-
 def make_prompt(llm, n_tokens):
     """Text that tokenizes to about n_tokens tokens (both engines share the vocabulary)."""
     text, i = "", 0
@@ -124,10 +63,12 @@ def tessera(prompt, max_tokens):
     return json.loads(out.stderr.decode().strip().splitlines()[-1])
 
 
-def bandwidth_gb_s():
-    out = subprocess.run([TESSERA, "--threads", str(THREADS), "bench", "memory", "--json"],
+def bandwidth():
+    """(read bandwidth in GB/s, bytes of weights a token reads), from `tessera bench memory`."""
+    out = subprocess.run([TESSERA, "--threads", str(THREADS), "bench", "memory", "--json", "--model", MODEL],
                          capture_output=True, check=True)
-    return json.loads(out.stdout.decode().strip().splitlines()[-1])["best_gb_s"]
+    line = json.loads(out.stdout.decode().strip().splitlines()[-1])
+    return line["best_gb_s"], line["weight_bytes_per_token"]
 
 
 def llama_run(llm, tokens, steps):
@@ -161,7 +102,9 @@ def one_run(llm, prompts, results):
     stats = tessera(SHORT_PROMPT, DECODE_TOKENS + 1)
     record(("decode", len(short_tokens)), stats["decode_tokens"] / stats["decode_s"],
            llama_run(llm, short_tokens, DECODE_TOKENS)[1])
-    results.setdefault(("bandwidth",), []).append(bandwidth_gb_s())
+    gb_s, weights = bandwidth()
+    results.setdefault(("bandwidth",), []).append(gb_s)
+    results.setdefault(("weights",), []).append(weights)
 
 
 def main():
@@ -180,7 +123,7 @@ def main():
         print(f"run {run + 1}/{RUNS} done", flush=True)
     med = {key: statistics.median(values) for key, values in results.items()}
     bandwidth = med[("bandwidth",)]
-    weights = weight_bytes_per_token(MODEL)
+    weights = med[("weights",)]
     limit = bandwidth * 1e9 / weights
     print()
     print(f"date: {time.strftime('%Y-%m-%d')}  cpu: {cpu_model()}  threads: {THREADS}  runs: {RUNS}")

@@ -40,9 +40,9 @@ fn loads_with_its_shape() {
 }
 
 /// The bytes of weights a decoded token reads (the bandwidth limit's
-/// numerator in `tessera bench decode`), from candle's tensor infos, equal
-/// what `scripts/bench_vs_llamacpp.py` sums from the header's offsets: every
-/// 2-D tensor, the untied LM head (Q6_K, 191 MB) and not the embedding.
+/// numerator in `tessera bench decode` and `tessera bench memory --model`),
+/// from candle's tensor infos, equal to the sum of the header's offsets over
+/// every 2-D tensor, the untied LM head (Q6_K, 191 MB) and not the embedding.
 #[test]
 fn weight_bytes_per_token_match_the_header_offsets() {
     let source = tessera_model::GgufSource::open(&tessera_fixtures::model(NAME)).expect("opening the GGUF");

@@ -133,7 +133,18 @@ pub fn fingerprint(args: &ModelArgs) -> Result<String> {
 /// [`tessera_model::GgufSource::weight_bytes_per_token`]); `None` for a
 /// checkpoint folder.
 pub fn weight_bytes_per_token(args: &ModelArgs) -> Result<Option<u64>> {
-    match locate(args)? {
+    weight_bytes_at(locate(args)?)
+}
+
+/// [`weight_bytes_per_token`] of the model `spec` names (as `--model` takes
+/// it: a shipped name, fetched on first use, or a local file or folder;
+/// never a download from the Hub).
+pub fn weight_bytes_per_token_of(spec: &str) -> Result<Option<u64>> {
+    weight_bytes_at(locate_spec(Some(spec), false)?)
+}
+
+fn weight_bytes_at(location: ModelLocation) -> Result<Option<u64>> {
+    match location {
         ModelLocation::Gguf(path) => {
             let source =
                 tessera_model::GgufSource::open(&path).with_context(|| format!("reading {}", path.display()))?;
@@ -161,7 +172,11 @@ fn describe(location: &ModelLocation) -> String {
 }
 
 fn locate(args: &ModelArgs) -> Result<ModelLocation> {
-    let Some(spec) = &args.model else {
+    locate_spec(args.model.as_deref(), args.allow_download)
+}
+
+fn locate_spec(spec: Option<&str>, allow_download: bool) -> Result<ModelLocation> {
+    let Some(spec) = spec else {
         return Ok(ModelLocation::Gguf(shipped(tessera_model::default_model())?));
     };
     // A shipped model's name, unless a file or folder of that name is here.
@@ -170,9 +185,7 @@ fn locate(args: &ModelArgs) -> Result<ModelLocation> {
     }
     match tessera_model::resolve_offline(spec) {
         Ok(location) => Ok(location),
-        Err(error) if args.allow_download && looks_like_hub_id(spec) => {
-            download(spec).with_context(|| error.to_string())
-        }
+        Err(error) if allow_download && looks_like_hub_id(spec) => download(spec).with_context(|| error.to_string()),
         Err(error) => Err(error.into()),
     }
 }

@@ -21,29 +21,64 @@ pub struct MemoryArgs {
     /// Timed passes over the buffer; the fastest is reported.
     #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u64).range(1..=100))]
     passes: u64,
-    /// Print one JSON line `{threads, bytes, passes_gb_s, best_gb_s}` instead of the summary.
+    /// Print one JSON line `{threads, bytes, passes_gb_s, best_gb_s}` (with `--model`, also
+    /// `weight_bytes_per_token` and `limit_tok_s`) instead of the summary.
     #[arg(long)]
     json: bool,
+    /// Also give this model's decode limit: the best pass over the bytes of weights one token
+    /// reads (a shipped name, fetched on first use, or a .gguf file; as `--model` elsewhere).
+    #[arg(long)]
+    model: Option<String>,
 }
 
 pub fn run(args: MemoryArgs) -> Result<()> {
+    // The model first: a name that does not resolve fails before the passes.
+    let weights = match &args.model {
+        Some(spec) => Some(
+            crate::model_files::weight_bytes_per_token_of(spec)?
+                .with_context(|| format!("{spec} is a checkpoint folder: the decode limit needs a GGUF file"))?,
+        ),
+        None => None,
+    };
     let (threads, rates) = read_bandwidth(args.mib, args.passes)?;
     let best = rates.iter().copied().fold(0f64, f64::max);
     if args.json {
-        let line = serde_json::json!({
-            "threads": threads,
-            "bytes": args.mib << 20,
-            "passes_gb_s": rates,
-            "best_gb_s": best,
-        });
-        println!("{line}");
+        println!("{}", report_json(threads, args.mib << 20, &rates, weights));
     } else {
         println!(
             "memory read bandwidth: {best:.1} GB/s ({threads} threads, {} MiB, best of {} passes)",
             args.mib, args.passes
         );
+        if let Some(bytes) = weights {
+            println!(
+                "decode limit: {:.1} tok/s ({:.1} MB of weights per token)",
+                limit_tok_s(best, bytes),
+                bytes as f64 / 1e6
+            );
+        }
     }
     Ok(())
+}
+
+/// Tokens per second when every token reads `weight_bytes` at `gb_s`.
+fn limit_tok_s(gb_s: f64, weight_bytes: u64) -> f64 {
+    gb_s * 1e9 / weight_bytes as f64
+}
+
+/// The `--json` line.
+fn report_json(threads: usize, bytes: u64, rates: &[f64], weights: Option<u64>) -> serde_json::Value {
+    let best = rates.iter().copied().fold(0f64, f64::max);
+    let mut line = serde_json::json!({
+        "threads": threads,
+        "bytes": bytes,
+        "passes_gb_s": rates,
+        "best_gb_s": best,
+    });
+    if let Some(weight_bytes) = weights {
+        line["weight_bytes_per_token"] = weight_bytes.into();
+        line["limit_tok_s"] = limit_tok_s(best, weight_bytes).into();
+    }
+    line
 }
 
 /// The read bandwidth of each of `passes` passes over a buffer of `mib` MiB,
@@ -68,4 +103,20 @@ pub fn read_bandwidth(mib: u64, passes: u64) -> Result<(usize, Vec<f64>)> {
         })
         .collect();
     Ok((threads, rates))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::report_json;
+
+    #[test]
+    fn the_json_line_gives_the_limit_from_the_best_pass_only_with_a_model() {
+        let plain = report_json(2, 1 << 30, &[40.0, 50.0, 45.0], None);
+        assert_eq!(plain["best_gb_s"], 50.0);
+        assert!(plain.get("limit_tok_s").is_none() && plain.get("weight_bytes_per_token").is_none());
+        let with_model = report_json(2, 1 << 30, &[40.0, 50.0, 45.0], Some(979_517_952));
+        assert_eq!(with_model["weight_bytes_per_token"], 979_517_952);
+        let limit = with_model["limit_tok_s"].as_f64().unwrap();
+        assert!((limit - 50e9 / 979_517_952.0).abs() < 1e-9, "{limit}");
+    }
 }
