@@ -142,8 +142,15 @@ unsafe fn tile<const R: usize, const C: usize>(
     }
     let mut wv = [_mm256_setzero_si256(); R];
     let mut w_abs = [_mm256_setzero_si256(); R];
+    let prefetch = tile_prefetches(C, x.rows());
     for b in 0..w.blocks() {
         let at = b * BLOCK;
+        if prefetch {
+            for quants in w_quants {
+                // The rows' 32 quants of a block: one line between them at most.
+                prefetch_ahead(quants.wrapping_add(b * QUANT_STRIDE).cast(), BLOCK);
+            }
+        }
         let mut w_scale = [0f32; R];
         for i in 0..R {
             // SAFETY: `row_start` points at the first block of row `r0 + i < w.rows()`
