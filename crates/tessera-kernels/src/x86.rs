@@ -146,8 +146,9 @@ unsafe fn tile<const R: usize, const C: usize>(
     for b in 0..w.blocks() {
         let at = b * BLOCK;
         if prefetch {
+            // Each row's 32 quants of the block; rows of a group sharing a line ask twice,
+            // which costs next to nothing.
             for quants in w_quants {
-                // The rows' 32 quants of a block: one line between them at most.
                 prefetch_ahead(quants.wrapping_add(b * QUANT_STRIDE).cast(), BLOCK);
             }
         }

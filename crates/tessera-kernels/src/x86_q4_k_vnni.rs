@@ -12,7 +12,7 @@
 
 use crate::q4::GROUP;
 use crate::q4_k::{nibbles_at, PAIR_BYTES, QH_AT, SUB_BLOCKS};
-use crate::x86::prefetch_ahead;
+use crate::x86::{prefetch_ahead, tile_prefetches};
 use crate::x86_q4_k::super_block_factors;
 use crate::x86_vnni::{
     broadcast_four, for_each_pair_tile, join_loads, join_ps, join_si, PairQuants, RunSums, TileRows,
@@ -254,11 +254,11 @@ unsafe fn pair_tile<const C: usize, const FIVE: bool, const PACKED: bool>(
 ) -> [__m512; C] {
     let mut acc = [_mm512_setzero_ps(); C];
     let rows = TileRows::<C>::new(x, j0, RunSums::ThirtyTwo);
-    let group_bytes = w.group_super(lower, 0).len();
+    // Unpacked tiles read tables filled by one pass over the pair.
+    let (group_bytes, prefetch) = (w.group_super(lower, 0).len(), PACKED && tile_prefetches(C, x.rows()));
     for sb in 0..w.supers() {
         let (lo, hi) = (w.group_super(lower, sb).as_ptr(), w.group_super(upper, sb).as_ptr());
-        if PACKED {
-            // Unpacked tiles read tables filled by one pass over the pair.
+        if prefetch {
             prefetch_ahead(lo, group_bytes);
             prefetch_ahead(hi, group_bytes);
         }

@@ -17,7 +17,7 @@
 //! 3072×768 in L3, 8 rows: 259 µs as two tiles of 4, 167 µs so).
 
 use crate::q6_k::{qh_at, ql_at, GROUP, SCALES_AT, SUB_BLOCKS};
-use crate::x86::prefetch_ahead;
+use crate::x86::{prefetch_ahead, tile_prefetches};
 use crate::x86_q6_k::scale_multipliers;
 use crate::x86_vnni::{
     broadcast_four, for_each_pair_tile, join_loads, join_ps, join_si, PairQuants, RunSums, TileRows,
@@ -240,11 +240,11 @@ unsafe fn pair_tile<const C: usize, const PACKED: bool>(
 ) -> [__m512; C] {
     let mut acc = [_mm512_setzero_ps(); C];
     let rows = TileRows::<C>::new(x, j0, RunSums::Sixteen);
-    let group_bytes = w.group_super(lower, 0).len();
+    // Unpacked tiles read tables filled by one pass over the pair.
+    let (group_bytes, prefetch) = (w.group_super(lower, 0).len(), PACKED && tile_prefetches(C, x.rows()));
     for sb in 0..w.supers() {
         let (lo, hi) = (w.group_super(lower, sb).as_ptr(), w.group_super(upper, sb).as_ptr());
-        if PACKED {
-            // Unpacked tiles read tables filled by one pass over the pair.
+        if prefetch {
             prefetch_ahead(lo, group_bytes);
             prefetch_ahead(hi, group_bytes);
         }

@@ -41,7 +41,7 @@ pub fn run(args: MemoryArgs) -> Result<()> {
         None => None,
     };
     let (threads, rates) = read_bandwidth(args.mib, args.passes)?;
-    let best = rates.iter().copied().fold(0f64, f64::max);
+    let best = best_pass(&rates);
     if args.json {
         println!("{}", report_json(threads, args.mib << 20, &rates, weights));
     } else {
@@ -65,9 +65,13 @@ fn limit_tok_s(gb_s: f64, weight_bytes: u64) -> f64 {
     gb_s * 1e9 / weight_bytes as f64
 }
 
+fn best_pass(rates: &[f64]) -> f64 {
+    rates.iter().copied().fold(0f64, f64::max)
+}
+
 /// The `--json` line.
 fn report_json(threads: usize, bytes: u64, rates: &[f64], weights: Option<u64>) -> serde_json::Value {
-    let best = rates.iter().copied().fold(0f64, f64::max);
+    let best = best_pass(rates);
     let mut line = serde_json::json!({
         "threads": threads,
         "bytes": bytes,
