@@ -153,6 +153,7 @@ pub(crate) fn verify(
     });
     seq.kv.advance(pool, &seq.tokens[start..start + 1 + kept]);
     let accepted = kept + usize::from(ended_on_draft);
+    tracing::trace!(seq = seq.id.0, ?drafted, forced, kept, emitted = ?&seq.tokens[start..], "verified");
     let forced_before = seq.draft.counts.forced;
     seq.draft.record(draft, accepted, max_draft);
     context.metrics.draft_tokens += draft as u64;
