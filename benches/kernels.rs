@@ -36,8 +36,9 @@ fn ours(dtype: GgmlDType, bytes: &[u8], rows: usize, cols: usize) -> Weights {
     Weights::from_ggml(format, bytes, rows, cols).unwrap()
 }
 
-/// One format: Tessera against candle at decode (n = 1) and prefill (n = 512;
-/// candle's prefill only where it is SIMD, `candle_prefill`).
+/// One format: Tessera against candle at decode (n = 1), 8 rows and prefill
+/// (n = 512; candle's prefill only where it is SIMD, `candle_prefill`), and
+/// Tessera alone at 2 and 4 rows (decode of a few sequences, short drafts).
 fn bench_format(c: &mut Criterion, dtype: GgmlDType, shapes: &[(&str, usize, usize)], candle_prefill: bool) {
     std::env::set_var("CANDLE_NUM_THREADS", "1");
     let mut group = c.benchmark_group(format!("{dtype:?}").to_lowercase());
@@ -47,7 +48,7 @@ fn bench_format(c: &mut Criterion, dtype: GgmlDType, shapes: &[(&str, usize, usi
         let quantized = QTensor::quantize(&weights, dtype).unwrap();
         let weights = ours(dtype, &quantized.data().unwrap(), rows, cols);
         let candle = QMatMul::from_qtensor(quantized).unwrap();
-        for n in [1usize, 8, 512] {
+        for n in [1usize, 2, 4, 8, 512] {
             let x = data(n * cols);
             let input = Tensor::from_slice(&x, (n, cols), &Device::Cpu).unwrap();
             group.throughput(match n {
@@ -64,7 +65,8 @@ fn bench_format(c: &mut Criterion, dtype: GgmlDType, shapes: &[(&str, usize, usi
                         .unwrap()
                 })
             });
-            if n < 512 || candle_prefill {
+            // Candle at the row counts of decode, a full draft and prefill.
+            if matches!(n, 1 | 8) || candle_prefill {
                 group.bench_function(BenchmarkId::new("candle", &id), |b| {
                     b.iter(|| candle.forward(&input).unwrap())
                 });

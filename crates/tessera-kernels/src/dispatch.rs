@@ -247,9 +247,19 @@ impl Weights {
                     unsafe { crate::x86_q4_k_vnni::matmul_q4_k(w, rows, x, out, stride) };
                     return Ok(());
                 }
+                Weights::Q4K(w) | Weights::Q5K(Q5KWeights(w)) if x.rows() == 1 => {
+                    // SAFETY: as above.
+                    unsafe { crate::x86_q4_k_decode::matmul_q4_k(w, rows, x, out) };
+                    return Ok(());
+                }
                 Weights::Q6K(w) if x.rows() >= VNNI_MIN_ROWS => {
                     // SAFETY: as above.
                     unsafe { crate::x86_q6_k_vnni::matmul_q6_k(w, rows, x, out, stride) };
+                    return Ok(());
+                }
+                Weights::Q6K(w) if x.rows() == 1 => {
+                    // SAFETY: as above.
+                    unsafe { crate::x86_q6_k_decode::matmul_q6_k(w, rows, x, out) };
                     return Ok(());
                 }
                 _ => {}
@@ -292,10 +302,12 @@ impl Weights {
     }
 }
 
-/// Activation rows from which the K-quants run their AVX-512 VNNI tiles
-/// (where the path is). On the 1.5B's forward (2 threads, a Zen 4 EPYC,
-/// weights streamed from memory), with both paths' tiles keeping one dot
-/// accumulator live (session 25), against the AVX2 tiles: 5 rows 57.3 and
+/// Activation rows from which the K-quants run their AVX-512 VNNI pair
+/// tiles (where the path is; one row runs the VNNI decode kernels of
+/// `x86_q4_k_decode.rs` and `x86_q6_k_decode.rs`, 2–4 rows the AVX2
+/// tiles). On the 1.5B's forward (2 threads, a Zen 4 EPYC, weights
+/// streamed from memory), with both paths' tiles keeping one dot
+/// accumulator live (session 25), the pair tiles against the AVX2 tiles: 5 rows 57.3 and
 /// 63.1 ms against 70.2 and 69.8, 6 rows 63.4 and 61.8 against 85.1 and
 /// 90.8, 7 rows 72.2 and 77.9 against 96.0 and 94.3 (the AVX2 Q4_K tile
 /// takes 4 rows, so 5 to 7 ran two passes); 4 rows are a wash (53.2 and

@@ -54,9 +54,13 @@ mod x86_q4;
 #[cfg(target_arch = "x86_64")]
 mod x86_q4_k;
 #[cfg(target_arch = "x86_64")]
+mod x86_q4_k_decode;
+#[cfg(target_arch = "x86_64")]
 mod x86_q4_k_vnni;
 #[cfg(target_arch = "x86_64")]
 mod x86_q6_k;
+#[cfg(target_arch = "x86_64")]
+mod x86_q6_k_decode;
 #[cfg(target_arch = "x86_64")]
 mod x86_q6_k_vnni;
 #[cfg(target_arch = "x86_64")]

@@ -154,6 +154,45 @@ pub(crate) unsafe fn super_block_factors(data: *const u8) -> SuperFactors {
     factors
 }
 
+/// Group super-block `sb` of `group` and its [`SuperFactors`], after asking
+/// for the bytes [`PREFETCH_AHEAD`](crate::x86::PREFETCH_AHEAD) past it when
+/// `prefetch` (see `x86::tile_prefetches`). (The group super-block is a
+/// checked slice: a group or super-block out of range panics.)
+#[target_feature(enable = "avx2,fma,f16c")]
+#[inline]
+pub(crate) fn group_super_factors(
+    w: &Q4KWeights,
+    group: usize,
+    sb: usize,
+    prefetch: bool,
+) -> (*const u8, SuperFactors) {
+    let block = w.group_super(group, sb);
+    if prefetch {
+        prefetch_ahead(block.as_ptr(), block.len());
+    }
+    // SAFETY: a whole group super-block is longer than its factors' 128 bytes; the
+    // features are enabled here.
+    (block.as_ptr(), unsafe { super_block_factors(block.as_ptr()) })
+}
+
+/// `B` of super-block `sb` for eight rows: the mins of each sub-block pair
+/// (`madd` multipliers) against the activation row's run sums of 32.
+///
+/// # Safety
+/// The CPU has AVX2; `sums32` points at a row's run sums of 32 values with
+/// `8sb + 8` of them readable.
+#[target_feature(enable = "avx2")]
+#[inline]
+pub(crate) unsafe fn mins_times_sums(factors: &SuperFactors, sums32: *const i16, sb: usize) -> __m256i {
+    let mut b = _mm256_setzero_si256();
+    for (k, pair) in factors.min_pairs.iter().enumerate() {
+        // SAFETY: run sums `8sb + 2k + 1 < 8sb + 8` are readable (the caller's contract).
+        let sums = unsafe { _mm256_set1_epi32(sums32.add(sb * SUB_BLOCKS + 2 * k).cast::<i32>().read_unaligned()) };
+        b = _mm256_add_epi32(b, _mm256_madd_epi16(*pair, sums));
+    }
+    b
+}
+
 /// Bytes `8q..8q + 8` of `values` (unsigned) as eight i32 lanes.
 #[target_feature(enable = "avx2")]
 #[inline]
@@ -173,7 +212,12 @@ fn eight_ints(values: __m256i, q: usize) -> __m256i {
 /// portable `dot_q4_k`'s float step for one super-block.
 #[target_feature(enable = "avx2")]
 #[inline]
-fn accumulate_super_block(acc: __m256, (a, b): (__m256i, __m256i), factors: &SuperFactors, dy: f32) -> __m256 {
+pub(crate) fn accumulate_super_block(
+    acc: __m256,
+    (a, b): (__m256i, __m256i),
+    factors: &SuperFactors,
+    dy: f32,
+) -> __m256 {
     let dy = _mm256_set1_ps(dy);
     let scaled = _mm256_mul_ps(_mm256_cvtepi32_ps(a), _mm256_mul_ps(factors.d, dy));
     let shifted = _mm256_mul_ps(_mm256_cvtepi32_ps(b), _mm256_mul_ps(factors.dmin, dy));
@@ -207,15 +251,9 @@ unsafe fn group_tile<const C: usize, const FIVE: bool>(
     for (c, row) in rows.iter_mut().enumerate().skip(1) {
         *row = x.super_row(j0 + c);
     }
-    let (group_bytes, prefetch) = (w.group_super(group, 0).len(), tile_prefetches(C, x.rows()));
+    let prefetch = tile_prefetches(C, x.rows());
     for sb in 0..w.supers() {
-        let data = w.group_super(group, sb).as_ptr();
-        if prefetch {
-            prefetch_ahead(data, group_bytes);
-        }
-        // SAFETY: `data` is a whole group super-block (a checked slice), longer than
-        // its factors; the features are enabled here.
-        let factors = unsafe { super_block_factors(data) };
+        let (data, factors) = group_super_factors(w, group, sb, prefetch);
         let mut a = [_mm256_setzero_si256(); C];
         for j in 0..SUB_BLOCKS {
             let block = sb * SUB_BLOCKS + j;
@@ -254,16 +292,8 @@ unsafe fn group_tile<const C: usize, const FIVE: bool>(
             }
         }
         for c in 0..C {
-            let mut b = _mm256_setzero_si256();
-            for (k, pair) in factors.min_pairs.iter().enumerate() {
-                // SAFETY: run sums `sb·8 + 2k + 1 < 8·w.supers()` of the row lie inside its
-                // `sums32` (the caller's contract: one per 32 activation values).
-                let sums = unsafe {
-                    let at = rows[c].sums32.as_ptr().add(sb * SUB_BLOCKS + 2 * k);
-                    _mm256_set1_epi32(at.cast::<i32>().read_unaligned())
-                };
-                b = _mm256_add_epi32(b, _mm256_madd_epi16(*pair, sums));
-            }
+            // SAFETY: the row holds `8·w.supers()` run sums of 32 (the caller's contract).
+            let b = unsafe { mins_times_sums(&factors, rows[c].sums32.as_ptr(), sb) };
             acc[c] = accumulate_super_block(acc[c], (a[c], b), &factors, rows[c].scales[sb]);
         }
     }

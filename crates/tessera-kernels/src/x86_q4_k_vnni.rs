@@ -112,7 +112,7 @@ unsafe fn matmul_groups<const FIVE: bool>(
 /// Bit `bit` of every byte of `qh`, moved to bit 4 (see `x86_q4_k::fifth_bits`).
 #[target_feature(enable = "avx512f,avx512bw")]
 #[inline]
-fn fifth_bits(qh: __m512i, bit: usize) -> __m512i {
+pub(crate) fn fifth_bits(qh: __m512i, bit: usize) -> __m512i {
     let moved = if bit <= 4 {
         _mm512_sll_epi16(qh, _mm_cvtsi32_si128(4 - bit as i32))
     } else {

@@ -153,7 +153,7 @@ pub(crate) unsafe fn scale_multipliers(data: *const u8, j: usize) -> ([__m256i; 
 /// activation values: the tiles' contract).
 #[target_feature(enable = "avx2")]
 #[inline]
-unsafe fn run_sums(pairs: &[__m256i; SUB_BLOCKS], row: &SuperRow<'_>, sb: usize) -> __m256i {
+pub(crate) unsafe fn run_sums(pairs: &[__m256i; SUB_BLOCKS], row: &SuperRow<'_>, sb: usize) -> __m256i {
     let mut b = _mm256_setzero_si256();
     for (j, pair) in pairs.iter().enumerate() {
         // SAFETY: run sums `16·sb + 2j + 1 < 16·(sb + 1)` lie inside the row's `sums16`.
@@ -170,7 +170,7 @@ unsafe fn run_sums(pairs: &[__m256i; SUB_BLOCKS], row: &SuperRow<'_>, sb: usize)
 /// step for one super-block.
 #[target_feature(enable = "avx2")]
 #[inline]
-fn accumulate_super_block(acc: __m256, (a, b): (__m256i, __m256i), d: __m256, dy: f32) -> __m256 {
+pub(crate) fn accumulate_super_block(acc: __m256, (a, b): (__m256i, __m256i), d: __m256, dy: f32) -> __m256 {
     let centred = _mm256_sub_epi32(a, _mm256_slli_epi32(b, 5));
     _mm256_add_ps(
         acc,

@@ -56,6 +56,60 @@ pub(crate) unsafe fn broadcast_four(at: *const i8) -> __m512i {
     _mm512_set1_epi32(unsafe { at.cast::<i32>().read_unaligned() })
 }
 
+/// The same eight i32 lanes in both halves.
+#[target_feature(enable = "avx512f")]
+#[inline]
+pub(crate) fn both_halves(lanes: __m256i) -> __m512i {
+    _mm512_broadcast_i64x4(lanes)
+}
+
+/// Lanes 0–7 plus lanes 8–15.
+#[target_feature(enable = "avx512f,avx2")]
+#[inline]
+pub(crate) fn fold_halves(lanes: __m512i) -> __m256i {
+    _mm256_add_epi32(_mm512_castsi512_si256(lanes), _mm512_extracti64x4_epi64::<1>(lanes))
+}
+
+/// Activation bytes `at..at + 4` in lanes 0–7 and `at + 4..at + 8` in lanes
+/// 8–15 (one 8-byte load, one permute).
+///
+/// # Safety
+/// The CPU has AVX-512 F; `at` points at 8 readable bytes (no alignment needed).
+#[target_feature(enable = "avx512f")]
+#[inline]
+pub(crate) unsafe fn broadcast_eight(at: *const i8) -> __m512i {
+    let halves = _mm512_set_epi32(1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0);
+    // SAFETY: an unaligned 8-byte read of the caller's readable bytes.
+    let eight = unsafe { _mm_loadl_epi64(at.cast()) };
+    _mm512_permutexvar_epi32(halves, _mm512_castsi128_si512(eight))
+}
+
+/// `data`, tied to `loaded` (a value read through it): the compiler cannot
+/// move a later read through the returned pointer before the read of
+/// `loaded`, so one row's reads of a group super-block stay in address
+/// order. The hardware prefetchers follow ascending reads; a build whose
+/// scheduler read each super-block's sub-block pairs from the last to the
+/// first streamed Q4_K from memory at a fifth of the speed (one row,
+/// 16384×4096, one thread on a Zen 4: 6.2 ms against 1.2). The template is
+/// empty: nothing runs, and nothing waits for the read to complete.
+#[target_feature(enable = "avx")]
+#[inline]
+pub(crate) fn read_after(data: *const u8, loaded: __m256i) -> *const u8 {
+    let mut after = data;
+    // SAFETY: an empty template: it reads and writes nothing (the pointer only
+    // passes through a register).
+    #[allow(clippy::pointers_in_nomem_asm_block)]
+    unsafe {
+        std::arch::asm!(
+            "/* {0} {1} */",
+            in(ymm_reg) loaded,
+            inout(reg) after,
+            options(pure, nomem, nostack, preserves_flags)
+        )
+    };
+    after
+}
+
 /// A pair of row groups' values unpacked to one byte each, laid out as the
 /// tiles read them: register `t` (0–7) of sub-block `j` (0–7) of super-block
 /// `sb`, lane `r` = row `r`'s values `4t..4t + 4` of the sub-block. Filled once

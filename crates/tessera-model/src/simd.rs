@@ -22,7 +22,7 @@ pub fn active_path() -> &'static str {
 pub fn kernels_in_use() -> String {
     let products = match tessera_kernels::Path::detect() {
         tessera_kernels::Path::Avx512Vnni => format!(
-            "AVX-512 VNNI (K-quants from {} activation rows; AVX2 otherwise)",
+            "AVX-512 VNNI (K-quants at one activation row and from {}; AVX2 otherwise)",
             tessera_kernels::VNNI_MIN_ROWS
         ),
         tessera_kernels::Path::Avx2 => "AVX2".to_owned(),
