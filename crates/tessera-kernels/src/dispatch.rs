@@ -307,8 +307,8 @@ impl Weights {
 /// `x86_q4_k_decode.rs` and `x86_q6_k_decode.rs`, 2–4 rows the AVX2
 /// tiles). On the 1.5B's forward (2 threads, a Zen 4 EPYC, weights
 /// streamed from memory), with both paths' tiles keeping one dot
-/// accumulator live (session 25), the pair tiles against the AVX2 tiles: 5 rows 57.3 and
-/// 63.1 ms against 70.2 and 69.8, 6 rows 63.4 and 61.8 against 85.1 and
+/// accumulator live (session 25), the pair tiles against the AVX2 tiles: 5
+/// rows 57.3 and 63.1 ms against 70.2 and 69.8, 6 rows 63.4 and 61.8 against 85.1 and
 /// 90.8, 7 rows 72.2 and 77.9 against 96.0 and 94.3 (the AVX2 Q4_K tile
 /// takes 4 rows, so 5 to 7 ran two passes); 4 rows are a wash (53.2 and
 /// 54.0 against 54.2 and 57.1), 2 lose (42.6 against 36.4) and one loses

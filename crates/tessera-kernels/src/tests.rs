@@ -253,8 +253,10 @@ struct GroupFormat {
 /// Shapes whose rows hold whole 256-value super-blocks. From 16 activation
 /// rows the AVX-512 VNNI tiles run (16 exactly, partial tiles of 8, an odd
 /// last row group); below, tiles of every width read the packed bytes (7,
-/// and 13 as 8 + 5), one row the decode kernels, 2 to 4 the AVX2 tiles; the last shape spans several of the AVX2 kernels'
-/// activation chunks (32 rows each) and two of the VNNI kernels'.
+/// and 13 as 8 + 5), one row the VNNI decode kernels (one group and
+/// super-block, and several), 2 to 4 the AVX2 tiles; the last shape spans
+/// several of the AVX2 kernels' activation chunks (32 rows each) and two of
+/// the VNNI kernels'.
 const K_SHAPES: &[(usize, usize, usize)] = &[
     (1, 1, 8),
     (9, 3, 16),

@@ -13,11 +13,11 @@
 //! from the L1/L2 per row group: 2.1× slower from memory.) A sub-block's
 //! four registers give each lane half of its row's dot (|Σ| ≤ 16·31·127);
 //! one `vpmulld` by the scale, in both halves, adds it to `A`, whose halves
-//! are added once per super-block. Integers are exact
-//! in any order, and `B` and the float step are the AVX2 tile's, so results
-//! equal the other paths bit for bit.
+//! are added once per super-block. Integers are exact in any order, and `B`
+//! and the float step are the AVX2 tile's, so results equal the other paths
+//! bit for bit.
 //!
-//! The same tiles over 2–4 rows were faster alone (one thread, from memory,
+//! The same kernel over 2–4 rows were faster alone (one thread, from memory,
 //! 2 rows 1.91 against 2.37 ms) but slower in the 1.5B's forward of 2 tokens
 //! (36.0–38.9 against 33.5–34.8 ms, three alternated rounds), so several
 //! rows keep the AVX2 tiles.
@@ -38,10 +38,10 @@ use std::ops::Range;
 /// # Safety
 /// The CPU has AVX-512 F, BW and VNNI, AVX2, FMA and F16C, and the arguments
 /// meet `dispatch::check` with `rows.start` a multiple of 8, `x` holds one
-/// row, and the activations hold super-blocks (`dispatch::check_quantization`). Soundness
-/// rests on `x.blocks() == w.blocks()` (the tiles read the activations' quants
-/// and run sums through unchecked pointers); weight groups and
-/// outputs go through checked slices.
+/// row, and the activations hold super-blocks
+/// (`dispatch::check_quantization`). Soundness rests on `x.blocks() ==
+/// w.blocks()` (the kernel reads the row's quants and run sums through
+/// unchecked pointers); weight groups and outputs go through checked slices.
 #[target_feature(enable = "avx512f,avx512bw,avx512vnni,avx2,fma,f16c")]
 pub(crate) unsafe fn matmul_q4_k(w: &Q4KWeights, rows: Range<usize>, x: &Q8Activations, out: &mut [f32]) {
     let (five, row) = (w.five_bit(), x.super_row(0));

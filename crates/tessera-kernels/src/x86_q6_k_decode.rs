@@ -30,10 +30,10 @@ use std::ops::Range;
 /// # Safety
 /// The CPU has AVX-512 F, BW and VNNI, AVX2, FMA and F16C, and the arguments
 /// meet `dispatch::check` with `rows.start` a multiple of 8, `x` holds one
-/// row, and the activations hold super-blocks (`dispatch::check_quantization`). Soundness
-/// rests on `x.blocks() == w.blocks()` (the tiles read the activations'
-/// quants and run sums through unchecked pointers); weight groups and
-/// outputs go through checked slices.
+/// row, and the activations hold super-blocks
+/// (`dispatch::check_quantization`). Soundness rests on `x.blocks() ==
+/// w.blocks()` (the kernel reads the row's quants and run sums through
+/// unchecked pointers); weight groups and outputs go through checked slices.
 #[target_feature(enable = "avx512f,avx512bw,avx512vnni,avx2,fma,f16c")]
 pub(crate) unsafe fn matmul_q6_k(w: &Q6KWeights, rows: Range<usize>, x: &Q8Activations, out: &mut [f32]) {
     let row = x.super_row(0);
