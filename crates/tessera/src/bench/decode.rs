@@ -12,8 +12,11 @@
 //!     tokens per second per span kind.
 //! Greedy outputs with and without speculation are compared token by token.
 //! The agent turns (each one tool call) are set against the single-stream
-//! bandwidth limit: the read bandwidth (the best of measurements before the
-//! engine starts and after it stops) over the bytes of weights a token reads.
+//! bandwidth limit: the read bandwidth over the bytes of weights a token
+//! reads. The bandwidth is the larger of `bench memory`'s reading (the best
+//! of measurements before the engine starts and after it stops) and the
+//! weights plain one-stream decoding read per second, which on a shared VM
+//! has been the higher of the two.
 //! Both settings run on one engine (a plain request opts out of drafting)
 //! and take turns on every measurement, in alternating order: on a shared
 //! VM the machine's speed drifts over minutes, and two engines' copies of
@@ -123,6 +126,8 @@ pub(super) struct BatchRow {
 pub(super) struct ModeResults {
     pub name: &'static str,
     pub single: Timeline,
+    /// The fastest single-stream round's decode rate (tok/s).
+    pub fastest_single: f64,
     pub batched: Vec<BatchRow>,
     pub agent: Vec<(&'static str, Timeline)>,
 }
@@ -138,17 +143,28 @@ pub(super) struct Results {
 /// token, at the machine's read bandwidth measured in the same run.
 #[derive(Debug, Clone, Copy)]
 pub(super) struct BandwidthLimit {
-    /// Read bandwidth, GB/s (the best of five passes over 1 GiB).
-    pub bandwidth_gb_s: f64,
+    /// Read bandwidth, GB/s (`bench memory`'s sum: the best of five passes
+    /// over 1 GiB, before the engine starts and after it stops).
+    pub read_gb_s: f64,
+    /// Weights read per second by plain one-stream decoding, GB/s (its
+    /// fastest round): on a shared VM the forward, many streams of weights
+    /// at once, has read faster than the one-stream sum, and a limit below
+    /// what plain decoding reaches is no limit.
+    pub plain_decode_gb_s: f64,
     /// Bytes of weights one token reads.
     pub weight_bytes: u64,
 }
 
 impl BandwidthLimit {
+    /// The bandwidth the limit is taken at: the larger of the two readings.
+    pub fn bandwidth_gb_s(&self) -> f64 {
+        self.read_gb_s.max(self.plain_decode_gb_s)
+    }
+
     /// Tokens per second one stream cannot pass without reading a weight
     /// once for several tokens.
     pub fn tokens_per_second(&self) -> f64 {
-        self.bandwidth_gb_s * 1e9 / self.weight_bytes.max(1) as f64
+        self.bandwidth_gb_s() * 1e9 / self.weight_bytes.max(1) as f64
     }
 }
 
@@ -166,7 +182,7 @@ pub fn run(args: DecodeArgs) -> Result<()> {
     if let Some(&bad) = streams.iter().find(|&&s| s == 0 || s > 64) {
         bail!("--streams: {bad} is not between 1 and 64");
     }
-    let settings = [("speculation", true), ("plain", false)];
+    let settings = [("speculation", true), (PLAIN, false)];
     let steps = settings.len() * (SINGLE_ROUNDS + streams.len() + 3);
     let bar = ProgressBar::new(steps as u64);
     bar.set_style(
@@ -193,7 +209,8 @@ pub fn run(args: DecodeArgs) -> Result<()> {
     bar.set_message("memory read bandwidth");
     let limit = match (weight_bytes, before) {
         (Some(weight_bytes), Some(before)) => Some(BandwidthLimit {
-            bandwidth_gb_s: before.max(best_read_bandwidth()?),
+            read_gb_s: before.max(best_read_bandwidth()?),
+            plain_decode_gb_s: plain_single_rate(&modes) * weight_bytes as f64 / 1e9,
             weight_bytes,
         }),
         _ => None,
@@ -348,10 +365,12 @@ fn measure(
     let results = sides.iter().zip(single).zip(batched).zip(agent);
     results
         .map(|((((name, _), single), batched), agent)| {
+            let fastest_single = single.iter().map(Timeline::decode_rate).fold(0f64, f64::max);
             let single = median_rate(single).context("the single stream ran no request")?;
             Ok(ModeResults {
                 name,
                 single,
+                fastest_single,
                 batched,
                 agent,
             })
@@ -446,10 +465,20 @@ fn read_timeline(mut stream: EventStream) -> Result<Timeline> {
     }
 }
 
+/// The setting without drafts.
+const PLAIN: &str = "plain";
+
 /// Rounds of the single-stream measurement per setting.
 const SINGLE_ROUNDS: usize = 5;
 
 /// The timeline of median decode rate among `rounds`.
+/// The fastest one-stream rate of plain decoding (no drafts): one read of
+/// the weights per token.
+fn plain_single_rate(modes: &[ModeResults]) -> f64 {
+    let plain = modes.iter().filter(|m| m.name == PLAIN);
+    plain.map(|m| m.fastest_single).fold(0f64, f64::max)
+}
+
 fn median_rate(mut rounds: Vec<Timeline>) -> Option<Timeline> {
     rounds.sort_by(|a, b| a.decode_rate().total_cmp(&b.decode_rate()));
     let middle = rounds.len() / 2;
@@ -494,6 +523,41 @@ mod tests {
                 .collect(),
             speculation: DraftCounts::default(),
         }
+    }
+
+    /// A mode whose single-stream rounds decoded at `rates` (tok/s, 11 tokens, 10 gaps each).
+    fn mode(name: &'static str, rates: &[f64]) -> ModeResults {
+        let rounds: Vec<Timeline> = rates
+            .iter()
+            .map(|&rate| {
+                let gap = (1000.0 / rate) as u64;
+                timeline(&(0..11).map(|i| (i * gap, TokenOrigin::Sampled, i)).collect::<Vec<_>>())
+            })
+            .collect();
+        ModeResults {
+            name,
+            fastest_single: rounds.iter().map(Timeline::decode_rate).fold(0f64, f64::max),
+            single: median_rate(rounds).unwrap(),
+            batched: Vec::new(),
+            agent: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn the_limit_is_never_below_what_plain_decoding_reached() {
+        // Speculation's 100 tok/s reads a weight once for several tokens: not evidence.
+        let modes = [mode("speculation", &[100.0]), mode(PLAIN, &[20.0, 50.0, 40.0])];
+        let plain = plain_single_rate(&modes);
+        assert!((plain - 50.0).abs() < 1e-9, "{plain}");
+        let weight_bytes = 1_000_000_000;
+        let limit = |read_gb_s| BandwidthLimit {
+            read_gb_s,
+            plain_decode_gb_s: plain * weight_bytes as f64 / 1e9,
+            weight_bytes,
+        };
+        // `bench memory` read 30 GB/s, plain decoding 50 GB/s of weights: the limit is 50 tok/s.
+        assert!((limit(30.0).tokens_per_second() - 50.0).abs() < 1e-9);
+        assert!((limit(60.0).tokens_per_second() - 60.0).abs() < 1e-9);
     }
 
     #[test]

@@ -138,9 +138,12 @@ pub(super) fn print_tables(results: &Results) {
     if let Some(limit) = &results.limit {
         let bound = limit.tokens_per_second();
         println!(
-            "\nbandwidth limit: {bound:.1} tok/s ({:.1} GB/s read, {:.1} MB of weights per token)",
-            limit.bandwidth_gb_s,
-            limit.weight_bytes as f64 / 1e6
+            "\nbandwidth limit: {bound:.1} tok/s at {:.1} GB/s ({:.1} MB of weights per token; the larger of {:.1} GB/s \
+             read by `bench memory` and {:.1} GB/s of weights read by plain one-stream decoding)",
+            limit.bandwidth_gb_s(),
+            limit.weight_bytes as f64 / 1e6,
+            limit.read_gb_s,
+            limit.plain_decode_gb_s,
         );
         for m in modes {
             println!(
@@ -209,7 +212,8 @@ pub(super) fn report_json(results: &Results) -> serde_json::Value {
         "greedy_identical": identical(results),
         "cpu_kernels": tessera_model::simd::kernels_in_use(),
         "bandwidth_limit": results.limit.map(|l| json!({
-            "read_gb_s": l.bandwidth_gb_s, "weight_bytes_per_token": l.weight_bytes,
+            "read_gb_s": l.read_gb_s, "plain_decode_gb_s": l.plain_decode_gb_s,
+            "bandwidth_gb_s": l.bandwidth_gb_s(), "weight_bytes_per_token": l.weight_bytes,
             "tok_s": l.tokens_per_second(),
         })),
     })
