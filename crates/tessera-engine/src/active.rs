@@ -2,6 +2,7 @@
 //! the pool, its sampler and its event channel.
 
 use crate::draft::Drafter;
+use crate::escaped::EscapedPrompt;
 use crate::{Event, GenerateRequest};
 use std::time::Instant;
 use tessera_constrain::ToolCallMatcher;
@@ -48,6 +49,10 @@ pub(crate) struct Active {
     pub draft: Drafter,
     /// Whether this request drafts at all (`GenerateRequest::speculate`).
     pub speculate: bool,
+    /// The prompt's escaped tokens being made (queued at submission for a
+    /// request that may call a tool and drafts) until its first string takes
+    /// them into `draft`.
+    pub escaping: Option<EscapedPrompt>,
 }
 
 /// When things happened to a request.
@@ -93,6 +98,7 @@ impl Active {
             cached_tokens: None,
             matcher,
             draft: Drafter::default(),
+            escaping: None,
         }
     }
 

@@ -124,8 +124,8 @@ pub(crate) struct Drafter {
     misses: u32,
     /// Whether the lookup part of the draft came from a resynchronized occurrence.
     resynced: bool,
-    /// The prompt's text escaped as in a JSON string, tokenized (made on
-    /// first need inside a call's arguments).
+    /// The prompt's text escaped as in a JSON string, tokenized (see
+    /// `escaped.rs`; taken at a call's first string).
     pub escaped_prompt: Option<Vec<u32>>,
     pub counts: DraftCounts,
 }

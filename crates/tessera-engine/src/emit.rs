@@ -4,6 +4,7 @@
 
 use crate::active::Active;
 use crate::draft::{keep_agreeing, SpeculationConfig};
+use crate::escaped::EscapedPrompt;
 use crate::{EngineError, EngineMetrics, Event, FinishReason, TokenOrigin};
 use std::time::Instant;
 use tessera_constrain::Vocabulary;
@@ -173,7 +174,8 @@ pub(crate) fn propose_draft(seq: &mut Active, config: &SpeculationConfig, contex
     let in_string = config.lookup && seq.matcher.as_ref().is_some_and(|m| m.in_json_string());
     let in_call = config.lookup && seq.matcher.as_ref().is_some_and(|m| m.in_call());
     if in_string && seq.draft.escaped_prompt.is_none() {
-        seq.draft.escaped_prompt = Some(escaped_prompt(seq, context.tokenizer));
+        // Queued at submission (`escaped.rs`).
+        seq.draft.escaped_prompt = Some(seq.escaping.take().map(EscapedPrompt::wait).unwrap_or_default());
     }
     seq.draft.propose(
         &seq.tokens,
@@ -181,54 +183,4 @@ pub(crate) fn propose_draft(seq: &mut Active, config: &SpeculationConfig, contex
         (config.lookup, in_call, in_string),
         config.max_draft,
     );
-}
-
-/// The end of the prompt's text (its last [`ESCAPED_PROMPT_BYTES`], where an
-/// agent's latest tool results are) as a JSON string holds it, tokenized by
-/// the model's own tokenizer: the model writes a string's content as that
-/// tokenizer splits it (`.\` then `n`), and a draft split otherwise (longest
-/// match first gave `.\n`) is rejected at its first line break. Special-token
-/// text stays plain text, and the plain tokenizer keeps no word cache, so the
-/// escaped words do not pile up in memory. Empty when it does not decode.
-fn escaped_prompt(seq: &Active, tokenizer: &Tokenizer) -> Vec<u32> {
-    let Ok(text) = tokenizer.decode(&seq.tokens[..seq.prompt_len]) else {
-        return Vec::new();
-    };
-    let mut from = text.len().saturating_sub(ESCAPED_PROMPT_BYTES);
-    while !text.is_char_boundary(from) {
-        from += 1;
-    }
-    tokenizer.encode_plain(&json_escaped(&text[from..])).unwrap_or_default()
-}
-
-/// How much of the prompt's end the escaped lookup searches.
-const ESCAPED_PROMPT_BYTES: usize = 32 * 1024;
-
-/// `text` as the inside of a JSON string, escaped as serializers write it
-/// (`\"`, `\\`, `\n`, `\r`, `\t`, `\b`, `\f`, other controls as `\u00XX`).
-fn json_escaped(text: &str) -> String {
-    let mut out = String::with_capacity(text.len() + text.len() / 16);
-    for c in text.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            '\n' => out.push_str("\\n"),
-            '\r' => out.push_str("\\r"),
-            '\t' => out.push_str("\\t"),
-            '\u{8}' => out.push_str("\\b"),
-            '\u{c}' => out.push_str("\\f"),
-            c if (c as u32) < 0x20 => out.push_str(&format!("\\u{:04x}", c as u32)),
-            c => out.push(c),
-        }
-    }
-    out
-}
-
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn text_is_escaped_as_a_json_string_holds_it() {
-        let text = "line \"one\"\n\tC:\\dir \u{1} é";
-        assert_eq!(super::json_escaped(text), r#"line \"one\"\n\tC:\\dir \u0001 é"#);
-    }
 }

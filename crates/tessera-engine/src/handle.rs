@@ -5,6 +5,7 @@
 
 use crate::active::Active;
 use crate::engine::{Command, Engine};
+use crate::escaped::Escaper;
 use crate::replay::ReplayMemory;
 use crate::request::{MAX_STOP_BYTES, MAX_STOP_STRINGS};
 use crate::scheduler::Scheduler;
@@ -38,6 +39,10 @@ pub(crate) struct Shared {
     /// Recent sequences' texts and tokens, so a prompt that replays one
     /// (a chat's next turn) runs the same tokens.
     pub replay: ReplayMemory,
+    /// Whether drafts inside a call's strings search the escaped prompt
+    /// (prompt lookup on), and the thread that makes it.
+    escapes: bool,
+    escaper: Escaper,
 }
 
 /// A cloneable handle to a running engine.
@@ -86,6 +91,9 @@ impl EngineHandle {
             envelope,
             vocab: std::sync::OnceLock::new(),
             replay: ReplayMemory::default(),
+            escapes: config.speculation.lookup && config.speculation.enabled(),
+            escaper: Escaper::start(tokenizer.clone())
+                .map_err(|error| EngineError::Config(format!("starting the escaping thread: {error}")))?,
         });
         let engine = Engine {
             model,
@@ -157,8 +165,12 @@ impl EngineHandle {
         let id = SeqId(self.shared.next_id.fetch_add(1, Ordering::Relaxed));
         let prefill = matcher.as_ref().map(|m| m.prefill().to_string()).unwrap_or_default();
         let call_syntax = matcher.as_ref().and_then(|m| m.call_syntax());
+        let escapes = self.shared.escapes && request.speculate && matcher.as_ref().is_some_and(may_write_json);
         let (events, receiver) = mpsc::unbounded_channel();
-        let active = Active::new(id, request, sampler, matcher, events);
+        let mut active = Active::new(id, request, sampler, matcher, events);
+        if escapes {
+            active.escaping = Some(self.shared.escaper.escape(active.tokens.clone()));
+        }
         if self.commands.send(Command::Submit(Box::new(active))).is_err() {
             self.shared.queued.fetch_sub(1, Ordering::AcqRel);
             return Err(EngineError::Stopped);
@@ -348,6 +360,12 @@ impl EngineHandle {
     pub fn shutdown(&self) -> Pending<()> {
         self.ask(Command::Shutdown)
     }
+}
+
+/// Whether a request under `matcher` may write a call's (or a JSON value's)
+/// strings, where drafts search the escaped prompt: every mode but `none`.
+fn may_write_json(matcher: &ToolCallMatcher) -> bool {
+    matcher.is_json_value() || matcher.call_syntax().is_some()
 }
 
 /// A reply the engine will send.

@@ -26,6 +26,7 @@ mod draft;
 mod emit;
 mod engine;
 mod error;
+mod escaped;
 mod handle;
 mod lookup;
 mod metrics;
