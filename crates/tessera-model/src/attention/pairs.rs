@@ -1,10 +1,10 @@
 //! The AVX-512 build of `attend_body!` for f16 K/V with heads of 64 or 128
-//! dimensions, two query heads of a GQA group at a time: each K and V row is
-//! widened once (16 halves per `vcvtph2ps`) for both heads, and 16-lane FMAs
+//! dimensions, up to three query heads of a GQA group at a time: each K and V
+//! row is widened once (16 halves per `vcvtph2ps`) for all of them, and 16-lane FMAs
 //! cover what the AVX2 build does in two 8-lane accumulators (lanes 0–7 of a
 //! register are its `acc0`, lanes 8–15 its `acc1`), so every score and every
 //! accumulator element takes the same operations in the same order: the
-//! same bits as the other builds. Both heads' accumulators stay in registers
+//! same bits as the other builds. The heads' accumulators stay in registers
 //! across a tile's V rows.
 
 // Register tiles are indexed by key, head and lane group at once.
@@ -102,19 +102,26 @@ impl Tiles<'_, '_> {
                 while g < group {
                     let (k, v) = (&k_tile[..visible * dim], &v_tile[..visible * dim]);
                     let states = &mut states[g * (dim + 2)..];
+                    let q = |h: usize| &heads_q[(g + h) * dim..][..dim];
+                    let heads = heads_per_step(group - g);
                     // SAFETY: the caller's contract; every query head and state slice holds
                     // `dim = D · 16` floats (`+ 2`), and `k`, `v` hold `visible <= MAX_TILE`
                     // rows of `dim` (`slots` is capped at `MAX_TILE`).
                     unsafe {
-                        if g + 1 < group {
-                            let (a, b) = states.split_at_mut(dim + 2);
-                            let q = [&heads_q[g * dim..][..dim], &heads_q[(g + 1) * dim..][..dim]];
-                            self.heads::<2, D>(q, k, v, [a, &mut b[..dim + 2]]);
-                        } else {
-                            self.heads::<1, D>([&heads_q[g * dim..][..dim]], k, v, [&mut states[..dim + 2]]);
+                        match heads {
+                            3 => {
+                                let (a, rest) = states.split_at_mut(dim + 2);
+                                let (b, c) = rest.split_at_mut(dim + 2);
+                                self.heads::<3, D>([q(0), q(1), q(2)], k, v, [a, b, &mut c[..dim + 2]]);
+                            }
+                            2 => {
+                                let (a, b) = states.split_at_mut(dim + 2);
+                                self.heads::<2, D>([q(0), q(1)], k, v, [a, &mut b[..dim + 2]]);
+                            }
+                            _ => self.heads::<1, D>([q(0)], k, v, [&mut states[..dim + 2]]),
                         }
                     }
-                    g += H_MAX;
+                    g += heads;
                 }
             }
             key += slots;
@@ -188,8 +195,16 @@ impl Tiles<'_, '_> {
 /// Keys per tile (a block of the default size is 16).
 const MAX_TILE: usize = 64;
 
-/// Heads per step.
-const H_MAX: usize = 2;
+/// Query heads taken together when `left` of a group remain: three (each
+/// K and V row widened once for all three, their accumulators in 24
+/// registers), but four as two and two, never as three and one.
+fn heads_per_step(left: usize) -> usize {
+    match left {
+        0..=2 => left.max(1),
+        4 => 2,
+        _ => 3,
+    }
+}
 
 /// `scores[h][key] = dot(q[h], k[key]) · scale` for every row of `k`, with the
 /// AVX2 build's order: per key the 16-lane FMA sum over the dimensions, then
@@ -281,7 +296,7 @@ fn reduce_four(v: [__m256; 4]) -> __m128 {
 
 /// `acc_h = acc_h · rescale_h` (when not 1), then `acc_h += weights[h][i] · v_i`
 /// for each V row in order, one FMA per element and row: `simd::avx2::axpy_rows_f16`'s
-/// arithmetic, both heads' accumulators in registers, each row widened once.
+/// arithmetic, every head's accumulators in registers, each row widened once.
 ///
 /// # Safety
 /// The CPU has AVX2, FMA, F16C and AVX-512 F, and each state holds at least

@@ -353,9 +353,10 @@ fn the_device_contract_reads_bf16_pools_exactly() {
     assert_eq!(from_bf16, from_f32);
 }
 
-/// The AVX-512 build for f16 K/V (two heads of a group per pass) gives the
-/// AVX2 build's bits for every work item: heads of 64 and 128, groups of 3
-/// (a pair and a single head) and 6, partial tiles at both ends, a decode row.
+/// The AVX-512 build for f16 K/V (up to three heads of a group per pass)
+/// gives the AVX2 build's bits for every work item: heads of 64 and 128,
+/// groups of 1, 2, 3, 4 (two pairs), 6 (two threes) and 7 (Qwen2.5-0.5B's:
+/// threes and a single head), partial tiles at both ends, a decode row.
 #[cfg(target_arch = "x86_64")]
 #[test]
 fn the_avx512_head_pairs_equal_the_avx2_build_bit_for_bit() {
@@ -377,6 +378,9 @@ fn the_avx512_head_pairs_equal_the_avx2_build_bit_for_bit() {
         case(3, 9, 64, vec![(300, 29), (517, 1)]),
         case(2, 12, 128, vec![(291, 21), (0, 13)]),
         case(1, 1, 128, vec![(40, 9)]),
+        case(2, 14, 64, vec![(97, 18), (33, 1)]),
+        case(1, 4, 128, vec![(60, 17)]),
+        case(2, 4, 64, vec![(45, 3)]),
     ] {
         let f = fixture(&case, KvDtype::F16);
         let LayerKv::F16 { keys, values } = &f.kv else {
