@@ -1,8 +1,8 @@
 //! The end of a prompt's text as a JSON string holds it, tokenized: inside a
 //! call's string arguments, drafts are searched there too (`draft.rs`), since
-//! an agent writes back what it read, escaped. Tokenizing 32 KB took 190 ms
-//! on the Zen 4 EPYC (and the first time in a process 100 ms more, to set up
-//! the plain tokenizer), which on the engine thread stalled every running
+//! an agent writes back what it read, escaped. Making them for a 34 KB prompt
+//! took 289 ms on the Zen 4 EPYC (the first in its process, so with the plain
+//! tokenizer's setup), which on the engine thread stalled every running
 //! sequence's step at a call's first string. So one thread per engine makes
 //! them, in submission order, from the moment a request that may call a tool
 //! is submitted: they are made while it waits and prefills. A request whose
