@@ -4,8 +4,9 @@
 //! draft verification (8 rows: GFLOP/s) and prefill (512 rows: GFLOP/s),
 //! Tessera's kernel on one thread against candle's QMatMul (its pool pinned
 //! to one thread as the runtime does).
-//! `q4k_memory` streams a Q4_K matrix larger than the L3 past 1 to 4 and 8
-//! rows (the weights come from memory, as in the model's forward).
+//! `q4k_memory` and `q6k_memory` stream a Q4_K and a Q6_K matrix larger than
+//! the L3 past 1 to 4 and 8 rows (the weights come from memory, as in the
+//! model's forward).
 //! Run: `cargo bench --bench kernels`.
 
 use candle_core::quantized::{GgmlDType, QMatMul, QTensor};
@@ -76,19 +77,21 @@ fn bench_format(c: &mut Criterion, dtype: GgmlDType, shapes: &[(&str, usize, usi
     group.finish();
 }
 
-/// Tessera's Q4_K product over a matrix that does not fit the L3 (16384×4096,
-/// 37.7 MB), at the row counts of decode and drafts: the weights stream from
-/// memory, so this shows what prefetching does (`x86::prefetch_ahead`).
-fn bench_q4k_from_memory(c: &mut Criterion) {
+/// Tessera's K-quant product (`q4k_memory`, `q6k_memory`) over a matrix
+/// that does not fit the L3 (16384×4096: 37.7 MB of Q4_K, 55.1 MB of Q6_K),
+/// at the row counts of decode and drafts: the weights stream from memory,
+/// so this shows how the reads are ordered and what prefetching does
+/// (`x86_vnni::read_after`, `x86::prefetch_ahead`).
+fn bench_from_memory(c: &mut Criterion, dtype: GgmlDType, name: &str) {
     let (rows, cols) = (16384, 4096);
-    let mut group = c.benchmark_group("q4k_memory");
+    let mut group = c.benchmark_group(name);
     group.sample_size(10);
     let quantized = QTensor::quantize(
         &Tensor::from_vec(data(rows * cols), (rows, cols), &Device::Cpu).unwrap(),
-        GgmlDType::Q4K,
+        dtype,
     )
     .unwrap();
-    let weights = ours(GgmlDType::Q4K, &quantized.data().unwrap(), rows, cols);
+    let weights = ours(dtype, &quantized.data().unwrap(), rows, cols);
     drop(quantized);
     for n in [1usize, 2, 3, 4, 8] {
         let activations = Q8Activations::quantize(&data(n * cols), n, cols).unwrap();
@@ -112,7 +115,8 @@ fn bench(c: &mut Criterion) {
     bench_format(c, GgmlDType::Q4_0, SHAPES, true);
     bench_format(c, GgmlDType::Q4K, K_SHAPES, true);
     bench_format(c, GgmlDType::Q6K, K_SHAPES, true);
-    bench_q4k_from_memory(c);
+    bench_from_memory(c, GgmlDType::Q4K, "q4k_memory");
+    bench_from_memory(c, GgmlDType::Q6K, "q6k_memory");
 }
 
 criterion_group!(benches, bench);
