@@ -471,7 +471,6 @@ const PLAIN: &str = "plain";
 /// Rounds of the single-stream measurement per setting.
 const SINGLE_ROUNDS: usize = 5;
 
-/// The timeline of median decode rate among `rounds`.
 /// The fastest one-stream rate of plain decoding (no drafts): one read of
 /// the weights per token.
 fn plain_single_rate(modes: &[ModeResults]) -> f64 {
@@ -479,6 +478,7 @@ fn plain_single_rate(modes: &[ModeResults]) -> f64 {
     plain.map(|m| m.fastest_single).fold(0f64, f64::max)
 }
 
+/// The timeline of median decode rate among `rounds`.
 fn median_rate(mut rounds: Vec<Timeline>) -> Option<Timeline> {
     rounds.sort_by(|a, b| a.decode_rate().total_cmp(&b.decode_rate()));
     let middle = rounds.len() / 2;
