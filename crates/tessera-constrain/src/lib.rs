@@ -39,7 +39,7 @@ pub use envelope::pieces::CallFormat;
 pub use envelope::stream::{CallStreamParser, StreamPiece};
 pub use envelope::syntax::CallSyntax;
 pub use error::ConstrainError;
-pub use matcher::{RejectedToken, TokenMask, ToolCallMatcher};
+pub use matcher::{GrammarDraft, RejectedToken, TokenMask, ToolCallMatcher};
 pub use pattern::FORMATS as ENFORCED_FORMATS;
 pub use schema::{SchemaOptions, MAX_DEPTH, MAX_PROPERTIES};
 pub use tools::{tools_hash, CompiledTools, ResponseSchema, ToolDef, ToolSetCache, MAX_NAME_LEN};

@@ -10,7 +10,7 @@ use tessera_constrain::{
     CallFormat, CallMode, CompiledTools, Envelope, ToolCallMatcher, ToolChoice, ToolDef, Vocabulary,
 };
 
-fn vocabulary(extra: &[&str]) -> Vocabulary {
+pub(crate) fn vocabulary(extra: &[&str]) -> Vocabulary {
     let mut tokens: Vec<Vec<u8>> = (0..=254u8).map(|b| vec![b]).collect();
     let pieces = [
         "{\"",
@@ -34,7 +34,7 @@ fn vocabulary(extra: &[&str]) -> Vocabulary {
     Vocabulary::new(&tokens, &[stop])
 }
 
-fn tools() -> Arc<CompiledTools> {
+pub(crate) fn tools() -> Arc<CompiledTools> {
     let weather = ToolDef {
         name: "get_weather".into(),
         description: String::new(),
@@ -48,7 +48,7 @@ fn tools() -> Arc<CompiledTools> {
     Arc::new(CompiledTools::compile(&[weather, time]).unwrap())
 }
 
-fn matcher(mode: CallMode, text: &str) -> ToolCallMatcher {
+pub(crate) fn matcher(mode: CallMode, text: &str) -> ToolCallMatcher {
     let choice = ToolChoice {
         mode,
         allowed: None,
@@ -62,7 +62,7 @@ fn matcher(mode: CallMode, text: &str) -> ToolCallMatcher {
     matcher
 }
 
-fn spelled(vocab: &Vocabulary, tokens: &[u32]) -> String {
+pub(crate) fn spelled(vocab: &Vocabulary, tokens: &[u32]) -> String {
     let bytes: Vec<u8> = tokens.iter().flat_map(|&t| vocab.token_bytes(t).to_vec()).collect();
     String::from_utf8(bytes).unwrap()
 }

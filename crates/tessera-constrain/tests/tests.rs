@@ -10,6 +10,8 @@ mod budget;
 mod depth;
 // Grammar fast-forward: the forced bytes, tokenized, with the tail held back.
 mod forced;
+// Drafts from the constraint: forced bytes, then a call's likely punctuation.
+mod likely;
 // Fuzzing: random schemas compile or are refused; any text is read without a panic.
 mod fuzz;
 // Overlapping `oneOf`: a value only where exactly one alternative accepts it.

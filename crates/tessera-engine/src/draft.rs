@@ -1,8 +1,12 @@
 //! Drafts for speculative decoding, taken from the sequence itself: the bytes
-//! the tool-call constraint forces next (grammar fast-forward) and the tokens
-//! that followed the latest earlier occurrence of the sequence's last few
-//! tokens (prompt lookup: an agent writing a file it just read, a path or an
-//! identifier from an earlier turn).
+//! the tool-call constraint forces next (grammar fast-forward) and a call's
+//! likely punctuation past them (`{"` `", "arguments": {"` with the
+//! response's own spacing, `matcher/likely.rs`), then the tokens that
+//! followed the latest earlier occurrence of the sequence's last few tokens
+//! (prompt lookup: an agent writing a file it just read, a path or an
+//! identifier from an earlier turn). Inside a call's string a confident
+//! lookup match drafts as far as the step allows at once: there it is a copy
+//! under way, and ramping up again after each edit cost steps.
 //!
 //! Inside a tool call's JSON string the model writes text it read escaped
 //! (`\n`, `\"`), so its tokens stop matching the context's at every line
@@ -19,6 +23,7 @@
 //! itself, is what plain decoding gives.
 
 use crate::lookup::lookup_in;
+use tessera_constrain::GrammarDraft;
 
 /// Lookup draft length a sequence starts with.
 const FIRST_LEN: usize = 4;
@@ -116,6 +121,9 @@ pub(crate) struct Drafter {
     pub tokens: Vec<u32>,
     /// How many of `tokens` (from the start) the constraint forced.
     pub forced: usize,
+    /// How many of `tokens` (from the start) came from the constraint: the
+    /// forced ones and the call's likely punctuation after them.
+    grammar: usize,
     /// Lookup tokens to propose next (adapts to acceptance).
     lookup_len: usize,
     /// Steps left without lookup drafts after a rejected one.
@@ -131,21 +139,23 @@ pub(crate) struct Drafter {
 }
 
 impl Drafter {
-    /// Set the next draft: `forced` tokens, then up to the adaptive length of
-    /// prompt-lookup tokens continuing `context` + `forced` (`lookup` off:
+    /// Set the next draft: the constraint's tokens (`grammar`: those it
+    /// forces, then the call's likely punctuation), then up to the adaptive
+    /// length of prompt-lookup tokens continuing `context` + them (`lookup` off:
     /// none), found in `context` itself and, inside a call's JSON string
     /// (`in_string`), in the escaped prompt. Inside a call (`in_call`: its
     /// envelope or arguments) a miss pauses nothing.
     pub fn propose(
         &mut self,
         context: &[u32],
-        forced: Vec<u32>,
+        grammar: GrammarDraft,
         (lookup, in_call, in_string): (bool, bool, bool),
         max_draft: usize,
     ) {
-        self.forced = forced.len().min(max_draft);
+        self.forced = grammar.forced.min(max_draft);
+        self.grammar = grammar.tokens.len().min(max_draft);
         self.resynced = false;
-        self.tokens = forced;
+        self.tokens = grammar.tokens;
         self.tokens.truncate(max_draft);
         if !lookup || self.tokens.len() >= max_draft {
             return;
@@ -159,7 +169,8 @@ impl Drafter {
                 return;
             }
         }
-        let want = self.lookup_length().min(max_draft - self.tokens.len());
+        let room = max_draft - self.tokens.len();
+        let want = self.lookup_length().min(room);
         let continued;
         let history = if self.tokens.is_empty() {
             context
@@ -167,19 +178,23 @@ impl Drafter {
             continued = [context, &self.tokens].concat();
             &continued[..]
         };
-        let mut found = lookup_in(history, history, want);
+        let mut found = lookup_in(history, history, room);
         if let (true, Some(escaped)) = (in_string, &self.escaped_prompt) {
             // The sequence's prompt holds the text raw, so a match there
             // continues with a raw line break or quote where the string needs
             // its escape: the escaped rendering wins unless the sequence's
             // own match runs longer (a copy of what the model itself wrote).
-            let rendered = lookup_in(escaped, history, want);
+            let rendered = lookup_in(escaped, history, room);
             if !rendered.tokens.is_empty() && rendered.matched >= found.matched {
                 found = rendered;
             }
         }
+        // Inside a call's string a confident match is a copy under way (a file
+        // written back, a path): it runs as far as the step's room at once
+        // rather than ramping up again after each edit the model made.
         let take = match found.matched >= CONFIDENT_MATCH {
-            true => found.tokens.len(),
+            true if in_string && !found.resynced => found.tokens.len(),
+            true => found.tokens.len().min(want),
             false => found.tokens.len().min(PROBE_LEN),
         };
         self.resynced = found.resynced && take > 0;
@@ -198,24 +213,26 @@ impl Drafter {
     /// model and the first `accepted` were kept. Adapts the lookup length:
     /// doubled after a draft kept whole, cut to what was kept (plus one) after
     /// a partial one, and paused for a growing number of steps after a
-    /// lookup draft of which nothing was kept (a resynchronized one changes
-    /// neither).
+    /// lookup draft of which nothing was kept. A resynchronized lookup draft
+    /// changes neither, nor one behind constraint tokens that were not all
+    /// kept (it was never reached).
     pub fn record(&mut self, ran: usize, accepted: usize, max_draft: usize) {
-        let forced_ran = self.forced.min(ran);
+        let (forced_ran, grammar_ran) = (self.forced.min(ran), self.grammar.min(ran));
         self.counts.drafted += ran;
         self.counts.accepted += accepted;
         self.counts.forced += accepted.min(forced_ran);
-        let lookup_ran = ran - forced_ran;
-        let lookup_kept = accepted.saturating_sub(forced_ran);
+        let lookup_ran = ran - grammar_ran;
         // A resynchronized draft is a one-off guess (see `lookup.rs`): what
         // became of it says nothing of how long the copy runs.
-        if lookup_ran == 0 || std::mem::take(&mut self.resynced) {
+        let resynced = std::mem::take(&mut self.resynced);
+        if lookup_ran == 0 || resynced || accepted < grammar_ran {
             return;
         }
+        let lookup_kept = accepted - grammar_ran;
         if lookup_kept == lookup_ran {
             self.lookup_len = (self.lookup_length() * 2).min(max_draft.max(1));
             self.misses = 0;
-        } else if lookup_kept == 0 && accepted == forced_ran {
+        } else if lookup_kept == 0 {
             self.misses += 1;
             self.cooldown = (1u32 << self.misses.min(5)).min(MAX_COOLDOWN);
             self.lookup_len = (self.lookup_length() / 2).max(1);
@@ -229,6 +246,7 @@ impl Drafter {
     pub fn clear(&mut self) {
         self.tokens.clear();
         self.forced = 0;
+        self.grammar = 0;
         self.resynced = false;
     }
 }
@@ -257,6 +275,14 @@ pub(crate) fn keep_agreeing(draft: &[u32], mut sample: impl FnMut(usize) -> Opti
 mod tests {
     use super::*;
 
+    /// A constraint draft of `tokens`, the first `forced` forced.
+    fn grammar(tokens: &[u32], forced: usize) -> GrammarDraft {
+        GrammarDraft {
+            tokens: tokens.to_vec(),
+            forced,
+        }
+    }
+
     #[test]
     fn a_shared_step_leaves_fewer_rows_to_drafts() {
         let config = SpeculationConfig::default();
@@ -272,24 +298,30 @@ mod tests {
             ..Drafter::default()
         };
         let context = [1, 2, 3, 9, 41, 42, 43];
-        drafter.propose(&context, Vec::new(), (true, false, false), 12);
+        drafter.propose(&context, GrammarDraft::default(), (true, false, false), 12);
         assert!(
             drafter.tokens.is_empty(),
             "outside a string only the sequence is searched"
         );
-        drafter.propose(&context, Vec::new(), (true, true, true), 12);
+        drafter.propose(&context, GrammarDraft::default(), (true, true, true), 12);
         assert_eq!(drafter.tokens, [44], "a three-token match proposes one token");
         // Matches as long in both: the escaped rendering wins (the prompt's
         // raw text continues with a raw line break where the string escapes it).
         let context = [41, 42, 43, 7, 41, 42, 43];
-        drafter.propose(&context, Vec::new(), (true, true, true), 12);
+        drafter.propose(&context, GrammarDraft::default(), (true, true, true), 12);
         assert_eq!(drafter.tokens, [44]);
         // The sequence's own match runs longer: it wins.
         let context = [9, 41, 42, 43, 7, 9, 41, 42, 43];
-        drafter.propose(&context, Vec::new(), (true, true, true), 12);
-        assert_eq!(drafter.tokens, [7, 9, 41, 42], "a four-token match, the first length");
+        drafter.propose(&context, GrammarDraft::default(), (true, true, true), 12);
+        assert_eq!(
+            drafter.tokens,
+            [7, 9, 41, 42, 43],
+            "a four-token match in a string: its whole run, not the first length"
+        );
+        drafter.propose(&context, GrammarDraft::default(), (true, true, false), 12);
+        assert_eq!(drafter.tokens, [7, 9, 41, 42], "outside a string: the first length");
         let context = [1, 2, 3, 9, 40, 41, 42, 43];
-        drafter.propose(&context, Vec::new(), (true, true, true), 12);
+        drafter.propose(&context, GrammarDraft::default(), (true, true, true), 12);
         assert_eq!(drafter.tokens, [44, 45], "a four-token match proposes its continuation");
     }
 
@@ -300,12 +332,12 @@ mod tests {
         let found = lookup_in(&context, &context, 4);
         assert_eq!((found.tokens, found.matched), (&[4, 5, 6, 7][..], 3));
         let mut drafter = Drafter::default();
-        drafter.propose(&context, Vec::new(), (true, false, false), 12);
+        drafter.propose(&context, GrammarDraft::default(), (true, false, false), 12);
         assert_eq!(drafter.tokens, [4]);
         // Kept: the copy goes on and the match now runs four tokens back.
         drafter.record(1, 1, 12);
         let context = [0, 1, 2, 3, 4, 5, 6, 7, 1, 2, 3, 4];
-        drafter.propose(&context, Vec::new(), (true, false, false), 12);
+        drafter.propose(&context, GrammarDraft::default(), (true, false, false), 12);
         assert_eq!(
             drafter.tokens,
             [5, 6, 7, 1, 2, 3, 4],
@@ -318,11 +350,11 @@ mod tests {
     fn a_missed_resynchronized_draft_pauses_nothing() {
         let mut drafter = Drafter::default();
         let context = [1, 2, 3, 4, 5, 8, 6, 7, 0, 1, 2, 3, 4, 5, 9];
-        drafter.propose(&context, Vec::new(), (true, false, false), 12);
+        drafter.propose(&context, GrammarDraft::default(), (true, false, false), 12);
         assert_eq!(drafter.tokens, [6, 7], "past the replaced 8");
         drafter.record(2, 0, 12);
         let context = [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 0, 1, 2, 3];
-        drafter.propose(&context, Vec::new(), (true, false, false), 12);
+        drafter.propose(&context, GrammarDraft::default(), (true, false, false), 12);
         assert_eq!(drafter.tokens, [4, 5, 6, 7], "drafts at once, at the first length");
     }
 
@@ -330,23 +362,23 @@ mod tests {
     fn lookup_length_adapts_to_acceptance() {
         let mut drafter = Drafter::default();
         let context = [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 0, 1, 2, 3];
-        drafter.propose(&context, Vec::new(), (true, false, false), 12);
+        drafter.propose(&context, GrammarDraft::default(), (true, false, false), 12);
         assert_eq!(drafter.tokens, [4, 5, 6, 7], "starts at four");
         drafter.record(4, 4, 12);
-        drafter.propose(&context, Vec::new(), (true, false, false), 12);
+        drafter.propose(&context, GrammarDraft::default(), (true, false, false), 12);
         assert_eq!(drafter.tokens.len(), 8, "doubled after a full accept");
         drafter.record(8, 2, 12);
-        drafter.propose(&context, Vec::new(), (true, false, false), 12);
+        drafter.propose(&context, GrammarDraft::default(), (true, false, false), 12);
         assert_eq!(drafter.tokens.len(), 3, "cut to what was kept, plus one");
         drafter.record(3, 0, 12);
-        drafter.propose(&context, Vec::new(), (true, false, false), 12);
+        drafter.propose(&context, GrammarDraft::default(), (true, false, false), 12);
         assert!(drafter.tokens.is_empty(), "paused after a miss");
-        drafter.propose(&context, Vec::new(), (true, false, false), 12);
+        drafter.propose(&context, GrammarDraft::default(), (true, false, false), 12);
         assert!(drafter.tokens.is_empty(), "for two steps after the first miss");
-        drafter.propose(&context, Vec::new(), (true, false, false), 12);
+        drafter.propose(&context, GrammarDraft::default(), (true, false, false), 12);
         assert!(!drafter.tokens.is_empty(), "then drafts again");
         drafter.record(1, 0, 12);
-        drafter.propose(&context, Vec::new(), (true, true, true), 12);
+        drafter.propose(&context, GrammarDraft::default(), (true, true, true), 12);
         assert!(!drafter.tokens.is_empty(), "inside a call a miss pauses nothing");
         assert_eq!(
             drafter.counts,
@@ -440,7 +472,7 @@ mod tests {
         let mut drafter = Drafter::default();
         let context = [4, 5, 6, 7, 8, 9, 4, 5, 6];
         // Forced [7] makes the history end "4 5 6 7", found earlier: lookup adds "8 9 4 5".
-        drafter.propose(&context, vec![7], (true, false, false), 12);
+        drafter.propose(&context, grammar(&[7], 1), (true, false, false), 12);
         assert_eq!(drafter.tokens, [7, 8, 9, 4, 5]);
         assert_eq!(drafter.forced, 1);
         drafter.record(5, 3, 12);
@@ -452,7 +484,7 @@ mod tests {
                 forced: 1
             }
         );
-        drafter.propose(&context, vec![1, 2, 3], (false, false, false), 2);
+        drafter.propose(&context, grammar(&[1, 2, 3], 3), (false, false, false), 2);
         assert_eq!(drafter.tokens, [1, 2], "capped at max_draft, no lookup");
     }
 }

@@ -7,7 +7,7 @@ use crate::draft::{keep_agreeing, SpeculationConfig};
 use crate::escaped::EscapedPrompt;
 use crate::{EngineError, EngineMetrics, Event, FinishReason, TokenOrigin};
 use std::time::Instant;
-use tessera_constrain::Vocabulary;
+use tessera_constrain::{GrammarDraft, Vocabulary};
 use tessera_kv::BlockPool;
 use tessera_model::{Logits, Tokenizer};
 
@@ -166,11 +166,11 @@ pub(crate) fn verify(
 /// Set the draft `seq` verifies next step: the tokens the constraint forces
 /// (fast-forward), then prompt-lookup tokens.
 pub(crate) fn propose_draft(seq: &mut Active, config: &SpeculationConfig, context: &mut StepContext<'_>) {
-    let forced = match seq.matcher.as_mut() {
-        Some(matcher) if config.fast_forward => matcher.forced_tokens(context.vocab(), config.max_draft),
-        _ => Vec::new(),
+    let grammar = match seq.matcher.as_mut() {
+        Some(matcher) if config.fast_forward => matcher.grammar_draft(context.vocab(), config.max_draft),
+        _ => GrammarDraft::default(),
     };
-    tracing::trace!(seq = seq.id.0, after = ?seq.tokens.last(), ?forced, "forced draft");
+    tracing::trace!(seq = seq.id.0, after = ?seq.tokens.last(), ?grammar.tokens, grammar.forced, "grammar draft");
     let in_string = config.lookup && seq.matcher.as_ref().is_some_and(|m| m.in_json_string());
     let in_call = config.lookup && seq.matcher.as_ref().is_some_and(|m| m.in_call());
     if in_string && seq.draft.escaped_prompt.is_none() {
@@ -179,7 +179,7 @@ pub(crate) fn propose_draft(seq: &mut Active, config: &SpeculationConfig, contex
     }
     seq.draft.propose(
         &seq.tokens,
-        forced,
+        grammar,
         (config.lookup, in_call, in_string),
         config.max_draft,
     );

@@ -142,7 +142,8 @@ pub enum TokenOrigin {
     Sampled,
     /// Forced by the constraint (grammar fast-forward), kept.
     Forced,
-    /// Drafted from the sequence's own context (prompt lookup), kept.
+    /// Drafted from the sequence's own context (prompt lookup), or a call's
+    /// likely punctuation past what the constraint forces, kept.
     Copied,
 }
 

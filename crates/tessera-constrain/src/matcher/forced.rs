@@ -50,16 +50,23 @@ impl ToolCallMatcher {
         let Some(mut tokens) = vocab.tokenize_exactly(&bytes) else {
             return Vec::new();
         };
-        let mut tail_start = bytes.len();
-        while let Some(&last) = tokens.last() {
-            let start = tail_start - vocab.token_bytes(last).len();
-            if !vocab.is_strict_prefix(&bytes[start..]) {
-                break;
-            }
-            tokens.pop();
-            tail_start = start;
-        }
+        hold_back_open_tail(vocab, &bytes, &mut tokens);
         tokens.truncate(limit);
         tokens
+    }
+}
+
+/// Drop the trailing tokens of `tokens` (which spell `bytes`) that a longer
+/// token could span past `bytes`: there the model's own tokenization is not
+/// known.
+pub(super) fn hold_back_open_tail(vocab: &Vocabulary, bytes: &[u8], tokens: &mut Vec<u32>) {
+    let mut tail_start = bytes.len();
+    while let Some(&last) = tokens.last() {
+        let start = tail_start - vocab.token_bytes(last).len();
+        if !vocab.is_strict_prefix(&bytes[start..]) {
+            break;
+        }
+        tokens.pop();
+        tail_start = start;
     }
 }

@@ -5,6 +5,9 @@
 //! few bytes are allowed (names, literals) and the whole trie in free text.
 
 mod forced;
+mod likely;
+
+pub use likely::GrammarDraft;
 
 use crate::budget::BudgetMemo;
 use crate::call::{CallMachine, CallState, Phase};
@@ -76,6 +79,8 @@ pub struct ToolCallMatcher {
     /// Per state: the non-plain allowed tokens with their next state's
     /// completion cost, most expensive first (budget-aware closing).
     priced: HashMap<CallState, Arc<Vec<(u32, u32)>>>,
+    /// The whitespace this response writes after separators (for drafts).
+    style: likely::SpaceStyle,
 }
 
 /// Plain tokens (see [`Vocabulary`]'s splits) that all lead to `end`
@@ -175,6 +180,7 @@ impl ToolCallMatcher {
             budget: BudgetMemo::default(),
             plan: Vec::new(),
             priced: HashMap::new(),
+            style: likely::SpaceStyle::default(),
         };
         if choice.mode == CallMode::Required {
             let prefix = matcher.allowed.common_prefix(&matcher.tools).to_string();
@@ -213,6 +219,7 @@ impl ToolCallMatcher {
             budget: BudgetMemo::default(),
             plan: Vec::new(),
             priced: HashMap::new(),
+            style: likely::SpaceStyle::default(),
         }
     }
 
@@ -263,6 +270,8 @@ impl ToolCallMatcher {
     pub fn advance_text(&mut self, text: &str) -> bool {
         match self.try_bytes(text.as_bytes()) {
             Some(state) if !self.finished => {
+                let from = self.state;
+                self.observe_style(from, text.as_bytes());
                 self.state = state;
                 self.plan.clear();
                 true
@@ -474,7 +483,11 @@ impl ToolCallMatcher {
     pub fn accept_token(&mut self, vocab: &Vocabulary, token: u32) -> Result<(), RejectedToken> {
         match self.after_token(vocab, token).ok_or(RejectedToken(token))? {
             None => self.finished = true,
-            Some(state) => self.state = state,
+            Some(state) => {
+                let from = self.state;
+                self.observe_style(from, vocab.token_bytes(token));
+                self.state = state;
+            }
         }
         if self.plan.first() == Some(&token) {
             self.plan.remove(0);

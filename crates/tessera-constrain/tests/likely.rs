@@ -1,0 +1,99 @@
+//! Drafts from the constraint: `ToolCallMatcher::grammar_draft` spells the
+//! forced bytes and, past them, a call's likely punctuation (JSON whitespace
+//! as the response wrote it after the same separator, one space before it
+//! showed). Every draft is a text the automaton allows, its forced count
+//! agrees with `forced_tokens`, and nothing is drafted in free text or
+//! inside a free string.
+
+use super::forced::{matcher, spelled, vocabulary as forced_vocabulary};
+use tessera_constrain::{CallMode, Vocabulary};
+
+/// `forced.rs`'s vocabulary with a compact key separator and `name`.
+fn vocabulary() -> Vocabulary {
+    forced_vocabulary(&["\":\"", "name"])
+}
+
+/// The drafted text after `text`, checked: the automaton allows it there.
+fn drafted(vocab: &Vocabulary, mode: CallMode, text: &str) -> String {
+    let mut matcher = matcher(mode, text);
+    let draft = matcher.grammar_draft(vocab, 64);
+    let spelled = spelled(vocab, &draft.tokens);
+    assert!(
+        matcher.advance_text(&spelled),
+        "after {text:?} the draft {spelled:?} is not allowed"
+    );
+    spelled
+}
+
+#[test]
+fn a_bare_calls_frame_is_drafted_with_the_responses_own_spacing() {
+    let vocab = vocabulary();
+    // A bare call's head is free text until its arguments open: nothing is
+    // forced there, but the frame is the likely continuation.
+    let named = "{\"name\": \"get_weather";
+    assert_eq!(drafted(&vocab, CallMode::Auto, named), "\", \"arguments\": {\"");
+    // A compact colon in the head is kept in the head; the comma, not seen
+    // yet, takes one space.
+    let compact = "{\"name\":\"get_weather";
+    assert_eq!(drafted(&vocab, CallMode::Auto, compact), "\", \"arguments\":{\"");
+    // In the arguments the style is learned apart: compact after a key here,
+    // then the next key's separator as written after the first value.
+    let args = "{\"name\": \"get_weather\", \"arguments\": {\"unit\":\"celsius\", \"city";
+    assert_eq!(drafted(&vocab, CallMode::Auto, args), "\":\"");
+    let spaced = "{\"name\": \"get_weather\", \"arguments\": {\"unit\": \"celsius\",\"city";
+    assert_eq!(drafted(&vocab, CallMode::Auto, spaced), "\": \"");
+    // After the first value, the only key left: the arguments' first comma
+    // takes one space (the head's is not their style), the colon as learned.
+    let first = "{\"name\": \"get_weather\", \"arguments\": {\"city\":\"Paris\"";
+    assert_eq!(drafted(&vocab, CallMode::Auto, first), ", \"unit\":\"");
+}
+
+#[test]
+fn forced_tokens_lead_the_draft_and_are_counted() {
+    let vocab = vocabulary();
+    // The Hermes envelope's frame is fixed: the draft is the forced run.
+    let named = "<tool_call>\n{\"name\": \"get_weather";
+    let mut forced = matcher(CallMode::Auto, named);
+    let expected = forced.forced_tokens(&vocab, 64);
+    let draft = matcher(CallMode::Auto, named).grammar_draft(&vocab, 64);
+    assert_eq!((draft.forced, &draft.tokens), (expected.len(), &expected));
+    // Past the forced run, likely punctuation follows and is not counted.
+    let key = "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"unit\": \"celsius\"";
+    let draft = matcher(CallMode::Auto, key).grammar_draft(&vocab, 64);
+    assert_eq!(spelled(&vocab, &draft.tokens), ", \"city\": \"");
+    assert_eq!(draft.forced, 1, "the comma is forced, the space after it a choice");
+    // The limit caps the tokens and the count with them.
+    let capped = matcher(CallMode::Auto, named).grammar_draft(&vocab, 1);
+    assert_eq!((capped.tokens.len(), capped.forced), (1, 1));
+}
+
+#[test]
+fn nothing_is_drafted_in_free_text_a_free_string_or_at_a_choice() {
+    let vocab = vocabulary();
+    for (mode, text) in [
+        (CallMode::Auto, "Hello"),
+        (
+            CallMode::Auto,
+            "{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Pa",
+        ),
+        (CallMode::Auto, "<tool_call>\n{\"name\": \"get_"),
+        (CallMode::None, ""),
+    ] {
+        let draft = matcher(mode, text).grammar_draft(&vocab, 64);
+        assert!(
+            draft.tokens.is_empty(),
+            "{text:?} drafted {:?}",
+            spelled(&vocab, &draft.tokens)
+        );
+    }
+}
+
+#[test]
+fn every_draft_along_a_call_is_allowed() {
+    let vocab = vocabulary();
+    let call = "{\"name\": \"get_weather\", \"arguments\": {\"city\":\"Paris\", \"unit\":\"fahrenheit\"}}";
+    for end in 0..=call.len() {
+        drafted(&vocab, CallMode::Auto, &call[..end]);
+        drafted(&vocab, CallMode::Auto, &format!("<tool_call>\n{}", &call[..end]));
+    }
+}
