@@ -169,6 +169,21 @@ fn grammar_fast_forward_changes_no_tool_call() {
         metrics.forced_tokens, metrics.draft_accepted,
         "only forced drafts with lookup off"
     );
+    // With lookup on, a call's likely punctuation is drafted past the forced
+    // bytes too (and lookup after it): still the same tokens and calls.
+    let all = SpeculationConfig {
+        shared_step_rows: 16,
+        ..SpeculationConfig::default()
+    };
+    let (speculated, metrics) = run_all(all, &requests);
+    assert_same(&plain, &speculated);
+    for (i, (a, b)) in plain.iter().zip(&speculated).enumerate() {
+        assert_eq!(a.completion.tool_output, b.completion.tool_output, "request {i}");
+    }
+    assert!(
+        metrics.draft_accepted > metrics.forced_tokens,
+        "nothing past the forced tokens was kept: {metrics:?}"
+    );
 }
 
 /// A request that makes the model write text it was shown into a JSON

@@ -1,7 +1,7 @@
 //! Drafts for speculative decoding, taken from the sequence itself: the bytes
-//! the tool-call constraint forces next (grammar fast-forward) and a call's
-//! likely punctuation past them (`{"` `", "arguments": {"` with the
-//! response's own spacing, `matcher/likely.rs`), then the tokens that
+//! the tool-call constraint forces next (grammar fast-forward), a call's
+//! likely punctuation past them (`", "arguments": {"` with the response's own
+//! spacing, `matcher/likely.rs`; a guess, so only with lookup on), then the tokens that
 //! followed the latest earlier occurrence of the sequence's last few tokens
 //! (prompt lookup: an agent writing a file it just read, a path or an
 //! identifier from an earlier turn). Inside a call's string a confident

@@ -166,8 +166,19 @@ pub(crate) fn verify(
 /// Set the draft `seq` verifies next step: the tokens the constraint forces
 /// (fast-forward), then prompt-lookup tokens.
 pub(crate) fn propose_draft(seq: &mut Active, config: &SpeculationConfig, context: &mut StepContext<'_>) {
+    // Forced tokens are fast-forward; the likely punctuation past them is a
+    // guess, so it drafts only where speculation (lookup) is on too.
     let grammar = match seq.matcher.as_mut() {
-        Some(matcher) if config.fast_forward => matcher.grammar_draft(context.vocab(), config.max_draft),
+        Some(matcher) if config.fast_forward && config.lookup => {
+            matcher.grammar_draft(context.vocab(), config.max_draft)
+        }
+        Some(matcher) if config.fast_forward => {
+            let tokens = matcher.forced_tokens(context.vocab(), config.max_draft);
+            GrammarDraft {
+                forced: tokens.len(),
+                tokens,
+            }
+        }
         _ => GrammarDraft::default(),
     };
     tracing::trace!(seq = seq.id.0, after = ?seq.tokens.last(), ?grammar.tokens, grammar.forced, "grammar draft");

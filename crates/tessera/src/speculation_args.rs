@@ -12,7 +12,8 @@ pub struct SpeculationArgs {
     #[arg(long)]
     pub no_speculation: bool,
     /// Turn off grammar fast-forward (drafting the bytes a tool call's constraint forces, such as
-    /// `{"name": "` or a required key). Outputs are the same either way; for comparison.
+    /// `{"name": "` or a required key, and with prompt lookup on, a call's likely punctuation past
+    /// them). Outputs are the same either way; for comparison.
     #[arg(long)]
     pub no_fast_forward: bool,
     /// Most drafted tokens verified beside a sequence's token in one forward pass.
