@@ -170,7 +170,9 @@ impl ToolCallMatcher {
     /// the value's text).
     fn likely_bytes(&mut self, limit: usize) -> (Vec<u8>, usize, bool) {
         let (mut bytes, mut forced) = (Vec::new(), None);
-        if self.finished {
+        // Free text has no likely continuation (and a walk there would try
+        // every byte at every step).
+        if self.finished || matches!(self.state.phase, Phase::Text { .. }) {
             return (bytes, 0, false);
         }
         let (mut state, mut style) = (self.state, self.style.clone());
