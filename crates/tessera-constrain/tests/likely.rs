@@ -56,15 +56,16 @@ fn forced_tokens_lead_the_draft_and_are_counted() {
     let mut forced = matcher(CallMode::Auto, named);
     let expected = forced.forced_tokens(&vocab, 64);
     let draft = matcher(CallMode::Auto, named).grammar_draft(&vocab, 64);
-    assert_eq!((draft.forced, &draft.tokens), (expected.len(), &expected));
+    assert_eq!((draft.forced_count(), &draft.tokens), (expected.len(), &expected));
     // Past the forced run, likely punctuation follows and is not counted.
     let key = "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"unit\": \"celsius\"";
     let draft = matcher(CallMode::Auto, key).grammar_draft(&vocab, 64);
     assert_eq!(spelled(&vocab, &draft.tokens), ", \"city\": \"");
-    assert_eq!(draft.forced, 1, "the comma is forced, the space after it a choice");
+    // `,` ` ` `"` `city` `": "`: the spaces are choices, and a token with one is not forced.
+    assert_eq!(draft.forced, [true, false, true, true, false]);
     // The limit caps the tokens and the count with them.
     let capped = matcher(CallMode::Auto, named).grammar_draft(&vocab, 1);
-    assert_eq!((capped.tokens.len(), capped.forced), (1, 1));
+    assert_eq!((capped.tokens.len(), capped.forced), (1, vec![true]));
 }
 
 #[test]

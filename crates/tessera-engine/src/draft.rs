@@ -119,8 +119,9 @@ pub struct DraftCounts {
 pub(crate) struct Drafter {
     /// Tokens to verify after the sequence's pending token.
     pub tokens: Vec<u32>,
-    /// How many of `tokens` (from the start) the constraint forced.
-    pub forced: usize,
+    /// Per token of `tokens`: whether the constraint forced it (the
+    /// constraint's tokens lead; see `GrammarDraft`).
+    pub forced: Vec<bool>,
     /// How many of `tokens` (from the start) came from the constraint: the
     /// forced ones and the call's likely punctuation after them.
     grammar: usize,
@@ -152,8 +153,9 @@ impl Drafter {
         (lookup, in_call, in_string): (bool, bool, bool),
         max_draft: usize,
     ) {
-        self.forced = grammar.forced.min(max_draft);
         self.grammar = grammar.tokens.len().min(max_draft);
+        self.forced = grammar.forced;
+        self.forced.truncate(self.grammar);
         self.resynced = false;
         self.tokens = grammar.tokens;
         self.tokens.truncate(max_draft);
@@ -217,10 +219,10 @@ impl Drafter {
     /// changes neither, nor one behind constraint tokens that were not all
     /// kept (it was never reached).
     pub fn record(&mut self, ran: usize, accepted: usize, max_draft: usize) {
-        let (forced_ran, grammar_ran) = (self.forced.min(ran), self.grammar.min(ran));
+        let grammar_ran = self.grammar.min(ran);
         self.counts.drafted += ran;
         self.counts.accepted += accepted;
-        self.counts.forced += accepted.min(forced_ran);
+        self.counts.forced += self.forced.iter().take(accepted.min(ran)).filter(|&&f| f).count();
         let lookup_ran = ran - grammar_ran;
         // A resynchronized draft is a one-off guess (see `lookup.rs`): what
         // became of it says nothing of how long the copy runs.
@@ -245,7 +247,7 @@ impl Drafter {
     /// Forget the draft (the sequence was preempted or its tokens changed).
     pub fn clear(&mut self) {
         self.tokens.clear();
-        self.forced = 0;
+        self.forced.clear();
         self.grammar = 0;
         self.resynced = false;
     }
@@ -279,7 +281,7 @@ mod tests {
     fn grammar(tokens: &[u32], forced: usize) -> GrammarDraft {
         GrammarDraft {
             tokens: tokens.to_vec(),
-            forced,
+            forced: (0..tokens.len()).map(|i| i < forced).collect(),
         }
     }
 
@@ -474,7 +476,7 @@ mod tests {
         // Forced [7] makes the history end "4 5 6 7", found earlier: lookup adds "8 9 4 5".
         drafter.propose(&context, grammar(&[7], 1), (true, false, false), 12);
         assert_eq!(drafter.tokens, [7, 8, 9, 4, 5]);
-        assert_eq!(drafter.forced, 1);
+        assert_eq!(drafter.forced, [true]);
         drafter.record(5, 3, 12);
         assert_eq!(
             drafter.counts,

@@ -125,7 +125,7 @@ pub(crate) fn verify(
 ) -> Result<Option<FinishReason>, EngineError> {
     let start = seq.kv.len();
     let drafted = seq.draft.tokens[..draft].to_vec();
-    let forced = seq.draft.forced;
+    let forced = seq.draft.forced.clone();
     let mut outcome = Ok(None);
     // A drafted token the sampled one agrees with that ends the request is
     // counted as accepted (it was streamed as forced or copied).
@@ -136,7 +136,7 @@ pub(crate) fn verify(
             outcome = Err(EngineError::model("verifying a draft", missing));
             return None;
         };
-        let origin = if i < forced {
+        let origin = if forced.get(i) == Some(&true) {
             TokenOrigin::Forced
         } else {
             TokenOrigin::Copied
@@ -154,7 +154,8 @@ pub(crate) fn verify(
     });
     seq.kv.advance(pool, &seq.tokens[start..start + 1 + kept]);
     let accepted = kept + usize::from(ended_on_draft);
-    tracing::trace!(seq = seq.id.0, ?drafted, forced, kept, emitted = ?&seq.tokens[start..], "verified");
+    let forced_drafted = forced.iter().filter(|&&f| f).count();
+    tracing::trace!(seq = seq.id.0, ?drafted, forced = forced_drafted, kept, emitted = ?&seq.tokens[start..], "verified");
     let forced_before = seq.draft.counts.forced;
     seq.draft.record(draft, accepted, max_draft);
     context.metrics.draft_tokens += draft as u64;
@@ -173,15 +174,11 @@ pub(crate) fn propose_draft(seq: &mut Active, config: &SpeculationConfig, contex
             matcher.grammar_draft(context.vocab(), config.max_draft)
         }
         Some(matcher) if config.fast_forward => {
-            let tokens = matcher.forced_tokens(context.vocab(), config.max_draft);
-            GrammarDraft {
-                forced: tokens.len(),
-                tokens,
-            }
+            GrammarDraft::forced_run(matcher.forced_tokens(context.vocab(), config.max_draft))
         }
         _ => GrammarDraft::default(),
     };
-    tracing::trace!(seq = seq.id.0, after = ?seq.tokens.last(), ?grammar.tokens, grammar.forced, "grammar draft");
+    tracing::trace!(seq = seq.id.0, after = ?seq.tokens.last(), ?grammar.tokens, forced = grammar.forced_count(), "grammar draft");
     let in_string = config.lookup && seq.matcher.as_ref().is_some_and(|m| m.in_json_string());
     let in_call = config.lookup && seq.matcher.as_ref().is_some_and(|m| m.in_call());
     if in_string && seq.draft.escaped_prompt.is_none() {

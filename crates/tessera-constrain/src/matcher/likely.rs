@@ -86,14 +86,30 @@ fn level(state: &CallState) -> usize {
     usize::from(matches!(state.phase, Phase::Args))
 }
 
-/// A draft from the constraint: the likely continuation's tokens, the first
-/// `forced` of which spell bytes the constraint forces.
+/// A draft from the constraint: the likely continuation's tokens, and which
+/// of them spell only bytes the constraint forces where they stand.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct GrammarDraft {
     /// Tokens to verify, in order.
     pub tokens: Vec<u32>,
-    /// How many of `tokens` (from the start) spell forced bytes.
-    pub forced: usize,
+    /// Per token of `tokens`: whether each of its bytes was the only one the
+    /// constraint allowed there (given the tokens before it).
+    pub forced: Vec<bool>,
+}
+
+impl GrammarDraft {
+    /// A draft of forced tokens only (grammar fast-forward).
+    pub fn forced_run(tokens: Vec<u32>) -> Self {
+        Self {
+            forced: vec![true; tokens.len()],
+            tokens,
+        }
+    }
+
+    /// How many of the tokens are forced.
+    pub fn forced_count(&self) -> usize {
+        self.forced.iter().filter(|&&forced| forced).count()
+    }
 }
 
 /// What the automaton allows at one state, for the walk.
@@ -165,15 +181,16 @@ impl ToolCallMatcher {
     }
 
     /// The likely continuation's bytes (see the module docs), at most
-    /// `limit`, how many of them the constraint forces, and whether they end
-    /// at the start of a string value (where the model's next token begins
-    /// the value's text).
-    fn likely_bytes(&mut self, limit: usize) -> (Vec<u8>, usize, bool) {
-        let (mut bytes, mut forced) = (Vec::new(), None);
+    /// `limit`; per byte, whether the constraint allowed only it there; how
+    /// many lead the bytes before the first choice; and whether they end at
+    /// the start of a string value (where the model's next token begins the
+    /// value's text).
+    fn likely_bytes(&mut self, limit: usize) -> (Vec<u8>, Vec<bool>, usize, bool) {
+        let (mut bytes, mut only_here, mut forced) = (Vec::new(), Vec::new(), None);
         // Free text has no likely continuation (and a walk there would try
         // every byte at every step).
         if self.finished || matches!(self.state.phase, Phase::Text { .. }) {
-            return (bytes, 0, false);
+            return (bytes, only_here, 0, false);
         }
         let (mut state, mut style) = (self.state, self.style.clone());
         let ends_here = |matcher: &Self, state: &CallState| {
@@ -189,7 +206,8 @@ impl ToolCallMatcher {
             else {
                 break;
             };
-            if !only || state.accepting(&self.envelope) {
+            let only = only && !state.accepting(&self.envelope);
+            if !only {
                 forced.get_or_insert(bytes.len());
             }
             let space = if spaced {
@@ -206,16 +224,18 @@ impl ToolCallMatcher {
                     style.observe(&state, b);
                 }
                 bytes.extend_from_slice(&space);
+                only_here.resize(bytes.len(), false);
                 state = spaced_state;
                 continue;
             }
             style.observe(&state, byte);
             bytes.push(byte);
+            only_here.push(only);
             state = after;
         }
         let forced = forced.unwrap_or(bytes.len());
         let at_value = bytes.last() == Some(&b'"') && matches!(state.json.lex, Lex::Str { .. });
-        (bytes, forced, at_value && matches!(state.phase, Phase::Args))
+        (bytes, only_here, forced, at_value && matches!(state.phase, Phase::Args))
     }
 
     /// A draft from the constraint, at most `limit` tokens: the likely
@@ -223,36 +243,30 @@ impl ToolCallMatcher {
     /// that a longer token could span past it (as [`Self::forced_tokens`]:
     /// there the model's own tokenization is not known), unless it ends at a
     /// string value's opening quote (`":"`), where the value's text starts a
-    /// token of its own. Its first `forced` tokens spell forced bytes, less
-    /// those a longer token could span past them.
+    /// token of its own. A draft of forced bytes only is
+    /// [`Self::forced_tokens`]'s.
     pub fn grammar_draft(&mut self, vocab: &Vocabulary, limit: usize) -> GrammarDraft {
-        let (bytes, forced_bytes, at_value) = self.likely_bytes(MAX_LIKELY_BYTES);
+        let (bytes, only_here, forced_bytes, at_value) = self.likely_bytes(MAX_LIKELY_BYTES);
         if bytes.is_empty() || limit == 0 {
             return GrammarDraft::default();
         }
         let Some(mut tokens) = vocab.tokenize_exactly(&bytes) else {
             return GrammarDraft::default();
         };
-        let mut end = 0;
-        let mut forced: Vec<u32> = tokens
-            .iter()
-            .take_while(|&&token| {
-                end += vocab.token_bytes(token).len();
-                end <= forced_bytes
-            })
-            .copied()
-            .collect();
-        let spelled = forced.iter().map(|&t| vocab.token_bytes(t).len()).sum();
-        super::forced::hold_back_open_tail(vocab, &bytes[..spelled], &mut forced);
-        if forced_bytes == bytes.len() {
-            tokens.truncate(forced.len());
-        } else if !at_value {
+        if forced_bytes == bytes.len() || !at_value {
             super::forced::hold_back_open_tail(vocab, &bytes, &mut tokens);
         }
         tokens.truncate(limit);
-        GrammarDraft {
-            forced: forced.len().min(tokens.len()),
-            tokens,
-        }
+        let mut start = 0;
+        let forced = tokens
+            .iter()
+            .map(|&token| {
+                let end = start + vocab.token_bytes(token).len();
+                let forced = only_here[start..end].iter().all(|&only| only);
+                start = end;
+                forced
+            })
+            .collect();
+        GrammarDraft { tokens, forced }
     }
 }
