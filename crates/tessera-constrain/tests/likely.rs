@@ -98,3 +98,21 @@ fn every_draft_along_a_call_is_allowed() {
         drafted(&vocab, CallMode::Auto, &format!("<tool_call>\n{}", &call[..end]));
     }
 }
+
+#[test]
+fn a_draft_is_cut_at_its_first_forbidden_token() {
+    let vocab = vocabulary();
+    // Bytes 0-254 are tokens of their own, by value.
+    let ids = |text: &str| text.bytes().map(u32::from).collect::<Vec<_>>();
+    let call = "{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\", \"unit\": \"celsius\"";
+    let mut matcher = matcher(CallMode::Auto, call);
+    // `}}` closes the bare call; an `x` after it is neither a call nor the end.
+    let draft = ids("}}x");
+    assert_eq!(matcher.allowed_prefix(&vocab, &draft), 2);
+    // The matcher is left where it was: the same draft gives the same answer.
+    assert_eq!(matcher.allowed_prefix(&vocab, &draft), 2);
+    // A key the schema does not declare is forbidden at once.
+    let mut open = self::matcher(CallMode::Auto, "{\"name\": \"get_weather\", \"arguments\": {\"");
+    assert_eq!(open.allowed_prefix(&vocab, &ids("city\": \"Rome")), 12);
+    assert_eq!(open.allowed_prefix(&vocab, &ids("zone\"")), 0);
+}

@@ -244,6 +244,13 @@ impl Drafter {
         }
     }
 
+    /// Keep the draft's first `len` tokens (the rest is forbidden by the constraint).
+    pub fn truncate(&mut self, len: usize) {
+        self.tokens.truncate(len);
+        self.forced.truncate(len);
+        self.grammar = self.grammar.min(len);
+    }
+
     /// Forget the draft (the sequence was preempted or its tokens changed).
     pub fn clear(&mut self) {
         self.tokens.clear();

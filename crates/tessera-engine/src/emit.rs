@@ -191,4 +191,10 @@ pub(crate) fn propose_draft(seq: &mut Active, config: &SpeculationConfig, contex
         (config.lookup, in_call, in_string),
         config.max_draft,
     );
+    // A token the constraint forbids ends the draft before its rows run (a
+    // lookup draft past a call's end, a special token inside a string).
+    if let Some(matcher) = seq.matcher.as_mut().filter(|_| !seq.draft.tokens.is_empty()) {
+        let allowed = matcher.allowed_prefix(context.vocab(), &seq.draft.tokens);
+        seq.draft.truncate(allowed);
+    }
 }

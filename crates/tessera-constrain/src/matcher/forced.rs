@@ -56,6 +56,29 @@ impl ToolCallMatcher {
     }
 }
 
+impl ToolCallMatcher {
+    /// How many of `tokens`, in order from here, the constraint allows: a
+    /// draft is cut at its first forbidden token before its rows run (an
+    /// end-of-turn token ends it). The matcher is left as it was.
+    pub fn allowed_prefix(&mut self, vocab: &Vocabulary, tokens: &[u32]) -> usize {
+        let start = self.state;
+        let mut allowed = 0;
+        for &token in tokens {
+            match self.after_token(vocab, token) {
+                Some(Some(next)) => self.state = next,
+                Some(None) => {
+                    allowed += 1;
+                    break;
+                }
+                None => break,
+            }
+            allowed += 1;
+        }
+        self.state = start;
+        allowed
+    }
+}
+
 /// Drop the trailing tokens of `tokens` (which spell `bytes`) that a longer
 /// token could span past `bytes`: there the model's own tokenization is not
 /// known.
