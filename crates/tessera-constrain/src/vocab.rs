@@ -169,6 +169,11 @@ impl Vocabulary {
         (spelled == bytes.len()).then_some(tokens)
     }
 
+    /// The tokens that end a turn.
+    pub fn stop_tokens(&self) -> &[u32] {
+        &self.stop_tokens
+    }
+
     /// Whether `token` ends a turn.
     pub fn is_stop(&self, token: u32) -> bool {
         self.stop_tokens.contains(&token)

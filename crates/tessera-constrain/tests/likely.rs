@@ -116,3 +116,28 @@ fn a_draft_is_cut_at_its_first_forbidden_token() {
     assert_eq!(open.allowed_prefix(&vocab, &ids("city\": \"Rome")), 12);
     assert_eq!(open.allowed_prefix(&vocab, &ids("zone\"")), 0);
 }
+
+#[test]
+fn a_draft_that_completes_a_call_is_cut_at_its_end() {
+    let vocab = vocabulary();
+    let ids = |text: &str| text.bytes().map(u32::from).collect::<Vec<_>>();
+    let args = "{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\", \"unit\": \"celsius\"";
+    let mut bare = matcher(CallMode::Auto, args);
+    // A bare call ends at its last `}`: the whitespace after it is cut, and
+    // the bytes up to it are tokenized again (`}}` is one token).
+    let cut = bare.draft_to_call_end(&vocab, &ids("}}\n\n"), 8).unwrap();
+    assert_eq!(spelled(&vocab, &cut), "}}");
+    assert_eq!(cut.len(), 1);
+    // No room left for end of turn after the cut, or no call completed: nothing.
+    assert!(bare.draft_to_call_end(&vocab, &ids("}}"), 1).is_none());
+    assert!(bare.draft_to_call_end(&vocab, &ids("}"), 8).is_none());
+    // A Hermes call ends after its closer.
+    let mut hermes = matcher(CallMode::Auto, &format!("<tool_call>\n{args}"));
+    let cut = hermes
+        .draft_to_call_end(&vocab, &ids("}}\n</tool_call>\n"), 16)
+        .unwrap();
+    assert_eq!(spelled(&vocab, &cut), "}}\n</tool_call>");
+    // Once a call is complete there is nothing to cut.
+    let mut done = matcher(CallMode::Auto, &format!("{args}}}}}"));
+    assert!(done.draft_to_call_end(&vocab, &ids("\n"), 8).is_none());
+}

@@ -251,6 +251,14 @@ impl Drafter {
         self.grammar = self.grammar.min(len);
     }
 
+    /// Replace the draft by `tokens` (the same draft ended otherwise): what
+    /// it keeps of the old one keeps its kind.
+    pub fn replace(&mut self, tokens: Vec<u32>) {
+        let same = self.tokens.iter().zip(&tokens).take_while(|(a, b)| a == b).count();
+        self.truncate(same);
+        self.tokens = tokens;
+    }
+
     /// Forget the draft (the sequence was preempted or its tokens changed).
     pub fn clear(&mut self) {
         self.tokens.clear();

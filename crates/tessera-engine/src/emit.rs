@@ -193,8 +193,26 @@ pub(crate) fn propose_draft(seq: &mut Active, config: &SpeculationConfig, contex
     );
     // A token the constraint forbids ends the draft before its rows run (a
     // lookup draft past a call's end, a special token inside a string).
-    if let Some(matcher) = seq.matcher.as_mut().filter(|_| !seq.draft.tokens.is_empty()) {
-        let allowed = matcher.allowed_prefix(context.vocab(), &seq.draft.tokens);
-        seq.draft.truncate(allowed);
+    let Some(matcher) = seq.matcher.as_mut().filter(|_| !seq.draft.tokens.is_empty()) else {
+        return;
+    };
+    let allowed = matcher.allowed_prefix(context.vocab(), &seq.draft.tokens);
+    seq.draft.truncate(allowed);
+    // A draft that completes a call ends the turn there (a guess, verified:
+    // only with lookup on, like every guess).
+    let cut = match config.lookup {
+        true => matcher.draft_to_call_end(context.vocab(), &seq.draft.tokens, config.max_draft),
+        false => None,
+    };
+    if let Some((mut cut, end_of_turn)) = cut.zip(end_of_turn_token(&seq.tokens, context.vocab())) {
+        cut.push(end_of_turn);
+        seq.draft.replace(cut);
     }
+}
+
+/// The end-of-turn token the context used last (the prompt's turns end with
+/// it), else the vocabulary's first.
+fn end_of_turn_token(tokens: &[u32], vocab: &Vocabulary) -> Option<u32> {
+    let last = tokens.iter().rev().find(|&&token| vocab.is_stop(token)).copied();
+    last.or_else(|| vocab.stop_tokens().first().copied())
 }

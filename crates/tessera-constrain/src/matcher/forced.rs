@@ -2,7 +2,7 @@
 //! state, and the tokens drafted for them (the engine verifies every one).
 
 use super::ToolCallMatcher;
-use crate::call::CallState;
+use crate::call::{CallState, Phase};
 use crate::vocab::Vocabulary;
 
 impl ToolCallMatcher {
@@ -76,6 +76,38 @@ impl ToolCallMatcher {
         }
         self.state = start;
         allowed
+    }
+}
+
+impl ToolCallMatcher {
+    /// Where a draft completes a call from here: its tokens up to the
+    /// call's end, the bytes there tokenized again (longest match first), for
+    /// the engine to close with end of turn (after a call the model most
+    /// often ends its turn, and a lookup draft copied from an earlier call
+    /// runs on with what followed that one: `\n</tool_call>`, a merged
+    /// `"}}\n`). `None` when the draft completes no call (or one is complete
+    /// already), or the cut draft and end of turn would run past `limit`.
+    pub fn draft_to_call_end(&mut self, vocab: &Vocabulary, draft: &[u32], limit: usize) -> Option<Vec<u32>> {
+        let after_call = |state: CallState| matches!(state.phase, Phase::AfterCall);
+        if self.finished || after_call(self.state) {
+            return None;
+        }
+        let (mut state, mut bytes) = (self.state, Vec::new());
+        let mut machine = self.machine();
+        for &token in draft {
+            if vocab.is_stop(token) {
+                return None;
+            }
+            for &byte in vocab.token_bytes(token) {
+                state = machine.step(state, byte)?;
+                bytes.push(byte);
+                if after_call(state) {
+                    let cut = vocab.tokenize_exactly(&bytes)?;
+                    return (cut.len() < limit).then_some(cut);
+                }
+            }
+        }
+        None
     }
 }
 
