@@ -6,7 +6,9 @@
 //! (prompt lookup: an agent writing a file it just read, a path or an
 //! identifier from an earlier turn). Inside a call's string a confident
 //! lookup match drafts as far as the step allows at once: there it is a copy
-//! under way, and ramping up again after each edit cost steps.
+//! under way, and ramping up again after each edit cost steps. Before a
+//! draft runs, `emit.rs` cuts it at its first token the constraint forbids,
+//! and at the end of a call it completes, closed with end of turn.
 //!
 //! Inside a tool call's JSON string the model writes text it read escaped
 //! (`\n`, `\"`), so its tokens stop matching the context's at every line
