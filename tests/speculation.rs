@@ -51,6 +51,14 @@ fn assert_same(plain: &[Output], drafted: &[Output]) {
     }
 }
 
+/// [`assert_same`], and the same tool calls parsed from them.
+fn assert_same_calls(plain: &[Output], drafted: &[Output]) {
+    assert_same(plain, drafted);
+    for (i, (a, b)) in plain.iter().zip(drafted).enumerate() {
+        assert_eq!(a.completion.tool_output, b.completion.tool_output, "request {i}");
+    }
+}
+
 /// Prompts that invite copying from the context, and one that does not.
 fn copying_prompts() -> Vec<Vec<u32>> {
     let list = "alpha beta gamma delta\nepsilon zeta eta theta\niota kappa lambda mu\nnu xi omicron pi\n";
@@ -163,10 +171,7 @@ fn grammar_fast_forward_changes_no_tool_call() {
         ..SpeculationConfig::default()
     };
     let (forwarded, metrics) = run_all(fast_forward, &requests);
-    assert_same(&plain, &forwarded);
-    for (i, (a, b)) in plain.iter().zip(&forwarded).enumerate() {
-        assert_eq!(a.completion.tool_output, b.completion.tool_output, "request {i}");
-    }
+    assert_same_calls(&plain, &forwarded);
     assert!(metrics.forced_tokens > 0, "the constraint forced nothing: {metrics:?}");
     assert_eq!(
         metrics.forced_tokens, metrics.draft_accepted,
@@ -179,10 +184,7 @@ fn grammar_fast_forward_changes_no_tool_call() {
         ..SpeculationConfig::default()
     };
     let (speculated, metrics) = run_all(all, &requests);
-    assert_same(&plain, &speculated);
-    for (i, (a, b)) in plain.iter().zip(&speculated).enumerate() {
-        assert_eq!(a.completion.tool_output, b.completion.tool_output, "request {i}");
-    }
+    assert_same_calls(&plain, &speculated);
     assert!(
         metrics.draft_accepted > metrics.forced_tokens,
         "nothing past the forced tokens was kept: {metrics:?}"

@@ -99,13 +99,18 @@ fn every_draft_along_a_call_is_allowed() {
     }
 }
 
+/// A bare call with both arguments written, its objects still open.
+const ARGUMENTS: &str = "{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\", \"unit\": \"celsius\"";
+
+/// Token ids spelling `text`: bytes 0-254 are tokens of their own, by value.
+fn ids(text: &str) -> Vec<u32> {
+    text.bytes().map(u32::from).collect()
+}
+
 #[test]
 fn a_draft_is_cut_at_its_first_forbidden_token() {
     let vocab = vocabulary();
-    // Bytes 0-254 are tokens of their own, by value.
-    let ids = |text: &str| text.bytes().map(u32::from).collect::<Vec<_>>();
-    let call = "{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\", \"unit\": \"celsius\"";
-    let mut matcher = matcher(CallMode::Auto, call);
+    let mut matcher = matcher(CallMode::Auto, ARGUMENTS);
     // `}}` closes the bare call; an `x` after it is neither a call nor the end.
     let draft = ids("}}x");
     assert_eq!(matcher.allowed_prefix(&vocab, &draft), 2);
@@ -120,9 +125,7 @@ fn a_draft_is_cut_at_its_first_forbidden_token() {
 #[test]
 fn a_draft_that_completes_a_call_is_cut_at_its_end() {
     let vocab = vocabulary();
-    let ids = |text: &str| text.bytes().map(u32::from).collect::<Vec<_>>();
-    let args = "{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\", \"unit\": \"celsius\"";
-    let mut bare = matcher(CallMode::Auto, args);
+    let mut bare = matcher(CallMode::Auto, ARGUMENTS);
     // A bare call ends at its last `}`: the whitespace after it is cut, and
     // the bytes up to it are tokenized again (`}}` is one token).
     let cut = bare.draft_to_call_end(&vocab, &ids("}}\n\n"), 8).unwrap();
@@ -132,12 +135,12 @@ fn a_draft_that_completes_a_call_is_cut_at_its_end() {
     assert!(bare.draft_to_call_end(&vocab, &ids("}}"), 1).is_none());
     assert!(bare.draft_to_call_end(&vocab, &ids("}"), 8).is_none());
     // A Hermes call ends after its closer.
-    let mut hermes = matcher(CallMode::Auto, &format!("<tool_call>\n{args}"));
+    let mut hermes = matcher(CallMode::Auto, &format!("<tool_call>\n{ARGUMENTS}"));
     let cut = hermes
         .draft_to_call_end(&vocab, &ids("}}\n</tool_call>\n"), 16)
         .unwrap();
     assert_eq!(spelled(&vocab, &cut), "}}\n</tool_call>");
     // Once a call is complete there is nothing to cut.
-    let mut done = matcher(CallMode::Auto, &format!("{args}}}}}"));
+    let mut done = matcher(CallMode::Auto, &format!("{ARGUMENTS}}}}}"));
     assert!(done.draft_to_call_end(&vocab, &ids("\n"), 8).is_none());
 }

@@ -125,7 +125,8 @@ pub(crate) fn verify(
 ) -> Result<Option<FinishReason>, EngineError> {
     let start = seq.kv.len();
     let drafted = seq.draft.tokens[..draft].to_vec();
-    let forced = seq.draft.forced.clone();
+    // Taken for the row loop (which borrows `seq`), put back before `record`.
+    let forced = std::mem::take(&mut seq.draft.forced);
     let mut outcome = Ok(None);
     // A drafted token the sampled one agrees with that ends the request is
     // counted as accepted (it was streamed as forced or copied).
@@ -156,6 +157,7 @@ pub(crate) fn verify(
     let accepted = kept + usize::from(ended_on_draft);
     let forced_drafted = forced.iter().filter(|&&f| f).count();
     tracing::trace!(seq = seq.id.0, ?drafted, forced = forced_drafted, kept, emitted = ?&seq.tokens[start..], "verified");
+    seq.draft.forced = forced;
     let forced_before = seq.draft.counts.forced;
     seq.draft.record(draft, accepted, max_draft);
     context.metrics.draft_tokens += draft as u64;
@@ -204,7 +206,11 @@ pub(crate) fn propose_draft(seq: &mut Active, config: &SpeculationConfig, contex
         true => matcher.draft_to_call_end(context.vocab(), &seq.draft.tokens, config.max_draft),
         false => None,
     };
-    if let Some((mut cut, end_of_turn)) = cut.zip(end_of_turn_token(&seq.tokens, context.vocab())) {
+    // The end-of-turn token is looked up only for a draft that completes a call.
+    let Some(mut cut) = cut else {
+        return;
+    };
+    if let Some(end_of_turn) = end_of_turn_token(&seq.tokens, context.vocab()) {
         cut.push(end_of_turn);
         seq.draft.replace(cut);
     }

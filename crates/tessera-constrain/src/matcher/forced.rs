@@ -54,9 +54,7 @@ impl ToolCallMatcher {
         tokens.truncate(limit);
         tokens
     }
-}
 
-impl ToolCallMatcher {
     /// How many of `tokens`, in order from here, the constraint allows: a
     /// draft is cut at its first forbidden token before its rows run (an
     /// end-of-turn token ends it). The matcher is left as it was.
@@ -77,9 +75,7 @@ impl ToolCallMatcher {
         self.state = start;
         allowed
     }
-}
 
-impl ToolCallMatcher {
     /// Where a draft completes a call from here: its tokens up to the
     /// call's end, the bytes there tokenized again (longest match first), for
     /// the engine to close with end of turn (after a call the model most
