@@ -18,6 +18,7 @@ use crate::kv_cache::{KvLayout, LayerKv};
 use crate::parallel::for_each_chunk_mut;
 use crate::simd;
 use half::f16;
+use std::ops::Range;
 use tessera_kv::BlockId;
 
 /// The online-softmax loop of `attend_range`, written once for every build and
@@ -37,6 +38,7 @@ macro_rules! attend_body {
         let rows = item.rows.1;
         let row_len = $q.len() / rows;
         let group = partial.len() / (rows * (dim + 2));
+        partial.fill(0.0);
         for state in partial.chunks_exact_mut(dim + 2) {
             state[0] = f32::NEG_INFINITY;
         }
@@ -224,6 +226,9 @@ const ROWS_PER_ITEM: usize = 8;
 pub struct AttentionPlan<'a> {
     seqs: Vec<AttentionSeq<'a>>,
     items: Vec<WorkItem>,
+    /// Runs of `items` with the same sequence, rows and KV head: one run of
+    /// query rows' partitions, in key order.
+    runs: Vec<Range<usize>>,
     /// Query rows per item's partial (the longest run of any item).
     rows_per_item: usize,
 }
@@ -233,11 +238,19 @@ impl<'a> AttentionPlan<'a> {
     pub fn new(seqs: Vec<AttentionSeq<'a>>, num_kv_heads: usize) -> Self {
         let items = plan_work(&seqs, num_kv_heads);
         let rows_per_item = items.iter().map(|item| item.rows.1).max().unwrap_or(1);
+        let runs = partition_runs(&items);
         Self {
             seqs,
             items,
+            runs,
             rows_per_item,
         }
+    }
+
+    /// The batch row of work item `index`'s first query.
+    fn first_row(&self, index: usize) -> usize {
+        let item = self.items[index];
+        self.seqs[item.seq].first_row + item.rows.0
     }
 }
 
@@ -265,7 +278,11 @@ pub fn paged_attention(
     paged_attention_on(Builds::Detected, shape, layout, plan, q, kv, out)
 }
 
-/// [`paged_attention`] on `builds`.
+/// [`paged_attention`] on `builds`. With enough runs of query rows to keep
+/// every thread busy (a prefill chunk), each task attends one run's
+/// partitions into a scratch its thread keeps and merges them at once; else
+/// (decode) the partitions themselves are the tasks, merged after. The same
+/// partition states merged in the same order either way: the same bits.
 fn paged_attention_on(
     builds: Builds,
     shape: AttentionShape,
@@ -275,29 +292,176 @@ fn paged_attention_on(
     kv: &LayerKv,
     out: &mut [f32],
 ) {
-    let group = shape.num_heads / layout.num_kv_heads;
-    let dim = layout.head_dim;
-    let (seqs, items) = (&plan.seqs, &plan.items);
-    // Per item, per row and per head of its group: running max, running sum, accumulator.
-    let partial_len = plan.rows_per_item * group * (dim + 2);
-    let mut partials = vec![0f32; items.len() * partial_len];
-    let row_len = shape.num_heads * dim;
-    for_each_chunk_mut(&mut partials, partial_len, |index, partial| {
-        let item = items[index];
-        let seq = &seqs[item.seq];
+    let job = Job::new(builds, shape, layout, plan, q, kv);
+    match plan.runs.len() >= 2 * crate::parallel::num_threads() {
+        true => attend_by_runs(&job, out),
+        false => attend_by_items(&job, out),
+    }
+}
+
+/// Every work item a task, each into its own part of one buffer of
+/// partition states, merged after.
+fn attend_by_items(job: &Job<'_, '_>, out: &mut [f32]) {
+    let (plan, partial_len, dim) = (job.plan, job.partial_len, job.layout.head_dim);
+    let group = job.shape.num_heads / job.layout.num_kv_heads;
+    let mut partials = vec![0f32; plan.items.len() * partial_len];
+    for_each_chunk_mut(&mut partials, partial_len, |index, partial| job.attend(index, partial));
+    for (run, partition) in plan.runs.iter().enumerate() {
+        let states = |i: usize| &partials[(partition.start + i) * partial_len..][..partial_len];
+        let kv_head = plan.items[partition.start].kv_head;
+        let at = |row: usize, g: usize| (row * job.shape.num_heads + kv_head * group + g) * dim;
+        job.merge_run(run, partition.len(), states, at, out);
+    }
+}
+
+/// Each run of query rows attended and merged by one task, into a compact
+/// `[run][row][head of the group][dim]` buffer, then copied into `out`.
+fn attend_by_runs(job: &Job<'_, '_>, out: &mut [f32]) {
+    thread_local! {
+        /// A run's partition states: reused, so a long context's prefill does
+        /// not fault in fresh pages for them every layer.
+        static PARTIALS: std::cell::RefCell<Vec<f32>> = const { std::cell::RefCell::new(Vec::new()) };
+    }
+    let (plan, dim) = (job.plan, job.layout.head_dim);
+    let group = job.shape.num_heads / job.layout.num_kv_heads;
+    let run_len = plan.rows_per_item * group * dim;
+    let mut merged = vec![0f32; plan.runs.len() * run_len];
+    for_each_chunk_mut(&mut merged, run_len, |run, dst| {
+        PARTIALS.with_borrow_mut(|partials| {
+            let partition = plan.runs[run].clone();
+            let needed = partition.len() * job.partial_len;
+            if partials.len() < needed {
+                partials.resize(needed, 0.0);
+            }
+            for (i, index) in partition.clone().enumerate() {
+                job.attend(index, &mut partials[i * job.partial_len..][..job.partial_len]);
+            }
+            let states = |i: usize| &partials[i * job.partial_len..][..job.partial_len];
+            let first_row = plan.first_row(partition.start);
+            job.merge_run(
+                run,
+                partition.len(),
+                states,
+                |row, g| ((row - first_row) * group + g) * dim,
+                dst,
+            );
+        });
+    });
+    for (run, partition) in plan.runs.iter().enumerate() {
+        let (item, first_row) = (plan.items[partition.start], plan.first_row(partition.start));
+        for r in 0..item.rows.1 {
+            let heads = &merged[run * run_len + r * group * dim..][..group * dim];
+            let at = ((first_row + r) * job.shape.num_heads + item.kv_head * group) * dim;
+            out[at..at + group * dim].copy_from_slice(heads);
+        }
+    }
+}
+
+/// One attention call's inputs, shared by its tasks.
+struct Job<'j, 'a> {
+    builds: Builds,
+    shape: AttentionShape,
+    layout: KvLayout,
+    plan: &'j AttentionPlan<'a>,
+    q: &'j [f32],
+    kv: &'j LayerKv,
+    /// Floats per item's partition states (`partial`).
+    partial_len: usize,
+}
+
+impl<'j, 'a> Job<'j, 'a> {
+    /// The call's inputs.
+    fn new(
+        builds: Builds,
+        shape: AttentionShape,
+        layout: KvLayout,
+        plan: &'j AttentionPlan<'a>,
+        q: &'j [f32],
+        kv: &'j LayerKv,
+    ) -> Self {
+        let group = shape.num_heads / layout.num_kv_heads;
+        // Per item, per row and per head of its group: running max, running sum, accumulator.
+        let partial_len = plan.rows_per_item * group * (layout.head_dim + 2);
+        Self {
+            builds,
+            shape,
+            layout,
+            plan,
+            q,
+            kv,
+            partial_len,
+        }
+    }
+
+    /// Work item `index`'s partition states into `partial` (at least
+    /// `partial_len` floats).
+    fn attend(&self, index: usize, partial: &mut [f32]) {
+        let (group, dim) = (self.shape.num_heads / self.layout.num_kv_heads, self.layout.head_dim);
+        let row_len = self.shape.num_heads * dim;
+        let item = self.plan.items[index];
+        let seq = &self.plan.seqs[item.seq];
         let first_row = seq.first_row + item.rows.0;
-        let q_rows = &q[first_row * row_len..(first_row + item.rows.1) * row_len];
+        let q_rows = &self.q[first_row * row_len..(first_row + item.rows.1) * row_len];
         let partial = &mut partial[..item.rows.1 * group * (dim + 2)];
         let at = AttendItem {
-            scale: shape.scale,
-            layout,
+            scale: self.shape.scale,
+            layout: self.layout,
             seq,
             item,
             q: q_rows,
         };
-        attend_range(builds, &at, kv, partial);
-    });
-    merge_partials(plan, &partials, group, dim, shape.num_heads, out);
+        attend_range(self.builds, &at, self.kv, partial);
+    }
+
+    /// Merge run `run`'s `count` partitions (`states(i)`: the `i`-th one's
+    /// states) by log-sum-exp, in partition order, and normalize: row `row`
+    /// (of the batch) and head `g` of the group go to `dst[at(row, g)..][..dim]`.
+    /// Partitions a row does not reach are skipped.
+    fn merge_run<'p>(
+        &self,
+        run: usize,
+        count: usize,
+        states: impl Fn(usize) -> &'p [f32],
+        at: impl Fn(usize, usize) -> usize,
+        dst: &mut [f32],
+    ) {
+        let (group, dim) = (self.shape.num_heads / self.layout.num_kv_heads, self.layout.head_dim);
+        let start = self.plan.runs[run].start;
+        let (item, first_row) = (self.plan.items[start], self.plan.first_row(start));
+        for r in 0..item.rows.1 {
+            for g in 0..group {
+                let state = |i: usize| &states(i)[(r * group + g) * (dim + 2)..][..dim + 2];
+                let reached = (0..count).filter(|&i| state(i)[0] != f32::NEG_INFINITY);
+                let max = reached.clone().map(|i| state(i)[0]).fold(f32::NEG_INFINITY, f32::max);
+                let dst = &mut dst[at(first_row + r, g)..][..dim];
+                dst.fill(0.0);
+                let mut sum = 0.0;
+                for i in reached {
+                    let weight = (state(i)[0] - max).exp();
+                    sum += state(i)[1] * weight;
+                    simd::axpy(dst, weight, &state(i)[2..]);
+                }
+                simd::scale(dst, 1.0 / sum);
+            }
+        }
+    }
+}
+
+/// The runs of consecutive items with the same sequence, rows and KV head.
+fn partition_runs(items: &[WorkItem]) -> Vec<Range<usize>> {
+    let mut runs = Vec::new();
+    let mut start = 0;
+    while start < items.len() {
+        let key = |item: &WorkItem| (item.seq, item.rows, item.kv_head);
+        let end = start
+            + items[start..]
+                .iter()
+                .take_while(|item| key(item) == key(&items[start]))
+                .count();
+        runs.push(start..end);
+        start = end;
+    }
+    runs
 }
 
 /// Split the work: one item per (run of up to [`ROWS_PER_ITEM`] rows of a
@@ -360,46 +524,6 @@ fn attend_range(builds: Builds, at: &AttendItem<'_, '_>, kv: &LayerKv, partial: 
             LayerKv::F16 { keys, values } => attend_f16(at, keys, values, partial),
             LayerKv::F32 { keys, values } => attend_f32(at, keys, values, partial),
         }
-    }
-}
-
-/// Combine the partitions of each (row, KV head) by log-sum-exp, in
-/// partition order, and normalize (partitions a row does not reach are skipped).
-fn merge_partials(
-    plan: &AttentionPlan<'_>,
-    partials: &[f32],
-    group: usize,
-    dim: usize,
-    num_heads: usize,
-    out: &mut [f32],
-) {
-    let items = &plan.items;
-    let partial_len = plan.rows_per_item * group * (dim + 2);
-    let mut start = 0;
-    while start < items.len() {
-        let (seq, rows, kv_head) = (items[start].seq, items[start].rows, items[start].kv_head);
-        let mut end = start + 1;
-        while end < items.len() && (items[end].seq, items[end].rows, items[end].kv_head) == (seq, rows, kv_head) {
-            end += 1;
-        }
-        for r in 0..rows.1 {
-            let row = plan.seqs[seq].first_row + rows.0 + r;
-            for g in 0..group {
-                let state = |i: usize| &partials[i * partial_len + (r * group + g) * (dim + 2)..][..dim + 2];
-                let reached = (start..end).filter(|&i| state(i)[0] != f32::NEG_INFINITY);
-                let max = reached.clone().map(|i| state(i)[0]).fold(f32::NEG_INFINITY, f32::max);
-                let dst = &mut out[(row * num_heads + kv_head * group + g) * dim..][..dim];
-                dst.fill(0.0);
-                let mut sum = 0.0;
-                for i in reached {
-                    let weight = (state(i)[0] - max).exp();
-                    sum += state(i)[1] * weight;
-                    simd::axpy(dst, weight, &state(i)[2..]);
-                }
-                simd::scale(dst, 1.0 / sum);
-            }
-        }
-        start = end;
     }
 }
 

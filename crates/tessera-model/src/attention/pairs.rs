@@ -67,19 +67,28 @@ struct Tiles<'s, 'a> {
 impl Tiles<'_, '_> {
     /// The online softmax over the item's keys (`D`: registers of 16 per head).
     ///
+    /// Each tile runs in phases over every (row, head) lane of the item that
+    /// sees it: all scores, then each row's maxes, rescales and `exp`s, then
+    /// the running sums (a row's lanes side by side), then the V rows. A
+    /// lane's arithmetic and its order are what one head alone would do; the
+    /// phases only hand the CPU independent lanes to overlap (a lane's sum is
+    /// a chain of dependent additions, its `exp` waits on its max).
+    ///
     /// # Safety
     /// The CPU has AVX2, FMA, F16C and AVX-512 F, and `D · 16 ==
-    /// layout.head_dim` (what [`Self::heads`] needs of the heads and states
-    /// it slices here).
+    /// layout.head_dim` (what [`scaled_dots`] and [`accumulate_rows`] need
+    /// of the heads and states sliced here).
     #[target_feature(enable = "avx2,fma,f16c,avx512f")]
     unsafe fn run<const D: usize>(&self, partial: &mut [f32]) {
         let (dim, bs) = (self.layout.head_dim, self.layout.block_size);
         let rows = self.item.rows.1;
-        let row_len = self.q.len() / rows;
         let group = partial.len() / (rows * (dim + 2));
+        partial.fill(0.0);
         for state in partial.chunks_exact_mut(dim + 2) {
             state[0] = f32::NEG_INFINITY;
         }
+        let mut lanes = Lanes::new(rows * group, bs.min(MAX_TILE));
+        let table = super::tile::avx512::load_table();
         let (mut key, end) = self.item.keys;
         while key < end {
             let block = self.seq.blocks[key / bs];
@@ -93,38 +102,73 @@ impl Tiles<'_, '_> {
             if key + slots < end {
                 self.prefetch_tile(key + slots, (end - key - slots).min(bs));
             }
+            // Query `i` of the sequence sees keys `0..=first_pos + i`: rows
+            // before `first_seeing` end before this tile; the others see it up
+            // to their own end.
             let first_seeing = key.saturating_sub(self.seq.first_pos + self.item.rows.0);
+            let seen_to = self.seq.first_pos + self.item.rows.0 + 1 - key;
+            let visible = |r: usize| slots.min(seen_to + r);
+            // SAFETY: the caller's contract (`D · 16 == dim`), and every row
+            // sees at most `slots <= MAX_TILE` keys of the tile.
+            unsafe { self.tile_scores::<D>(&mut lanes, k_tile, first_seeing..rows, &visible) };
             for r in first_seeing..rows {
-                let visible = slots.min(self.seq.first_pos + self.item.rows.0 + r + 1 - key);
-                let heads_q = &self.q[r * row_len + self.item.kv_head * group * dim..][..group * dim];
-                let states = &mut partial[r * group * (dim + 2)..][..group * (dim + 2)];
+                lanes.softmax_step(table, r * group..(r + 1) * group, visible(r), partial, dim + 2);
+            }
+            lanes.add_sums(partial, dim + 2, group, first_seeing..rows, &visible);
+            for r in first_seeing..rows {
+                let v = &v_tile[..visible(r) * dim];
                 let mut g = 0;
                 while g < group {
-                    let (k, v) = (&k_tile[..visible * dim], &v_tile[..visible * dim]);
-                    let states = &mut states[g * (dim + 2)..];
-                    let q = |h: usize| &heads_q[(g + h) * dim..][..dim];
                     let heads = heads_per_step(group - g);
-                    // SAFETY: the caller's contract; every query head and state slice holds
-                    // `dim = D · 16` floats (`+ 2`), and `k`, `v` hold `visible <= MAX_TILE`
-                    // rows of `dim` (`slots` is capped at `MAX_TILE`).
-                    unsafe {
-                        match heads {
-                            3 => {
-                                let (a, rest) = states.split_at_mut(dim + 2);
-                                let (b, c) = rest.split_at_mut(dim + 2);
-                                self.heads::<3, D>([q(0), q(1), q(2)], k, v, [a, b, &mut c[..dim + 2]]);
-                            }
-                            2 => {
-                                let (a, b) = states.split_at_mut(dim + 2);
-                                self.heads::<2, D>([q(0), q(1)], k, v, [a, &mut b[..dim + 2]]);
-                            }
-                            _ => self.heads::<1, D>([q(0)], k, v, [&mut states[..dim + 2]]),
-                        }
-                    }
+                    let lane = r * group + g;
+                    let states = &mut partial[lane * (dim + 2)..][..heads * (dim + 2)];
+                    // SAFETY: the caller's contract; each state holds `2 + dim` floats.
+                    unsafe { lanes.accumulate::<D>(heads, lane, v, states) };
                     g += heads;
                 }
             }
             key += slots;
+        }
+    }
+
+    /// Every lane's scores against the K tile (`k_tile`), for the rows `rows`
+    /// (row `r` sees `visible(r)` keys of it), three heads of a group at a time.
+    ///
+    /// # Safety
+    /// The CPU has AVX2, FMA, F16C and AVX-512 F; `D · 16 == layout.head_dim`;
+    /// `visible(r) <= lanes.stride` for every row.
+    #[target_feature(enable = "avx2,fma,f16c,avx512f")]
+    #[inline]
+    unsafe fn tile_scores<const D: usize>(
+        &self,
+        lanes: &mut Lanes,
+        k_tile: &[f16],
+        rows: std::ops::Range<usize>,
+        visible: &impl Fn(usize) -> usize,
+    ) {
+        let dim = self.layout.head_dim;
+        let row_len = self.q.len() / self.item.rows.1;
+        let group = lanes.rescales.len() / self.item.rows.1;
+        let stride = lanes.stride;
+        for r in rows {
+            let k = &k_tile[..visible(r) * dim];
+            let heads_q = &self.q[r * row_len + self.item.kv_head * group * dim..][..group * dim];
+            let mut g = 0;
+            while g < group {
+                let heads = heads_per_step(group - g);
+                let q = |h: usize| &heads_q[(g + h) * dim..][..dim];
+                let out = &mut lanes.scores[(r * group + g) * stride..][..heads * stride];
+                // SAFETY: the caller's contract; each query head holds `dim = D · 16`
+                // floats and each lane's scores `stride >= visible(r)` of them.
+                unsafe {
+                    match heads {
+                        3 => scaled_dots::<3, D>([q(0), q(1), q(2)], k, self.scale, out, stride),
+                        2 => scaled_dots::<2, D>([q(0), q(1)], k, self.scale, out, stride),
+                        _ => scaled_dots::<1, D>([q(0)], k, self.scale, out, stride),
+                    }
+                }
+                g += heads;
+            }
         }
     }
 
@@ -145,50 +189,144 @@ impl Tiles<'_, '_> {
             }
         }
     }
+}
 
-    /// One tile for `H` query heads: scores, online-softmax state, V rows.
-    ///
-    /// # Safety
-    /// The CPU has AVX2, FMA, F16C and AVX-512 F; each `q[h]` holds at least
-    /// `D · 16` floats and each state at least `2 + D · 16`; `k` holds at most
-    /// [`MAX_TILE`] rows of `D · 16` halves. (`v` should hold as many rows as
-    /// `k`; more than [`MAX_TILE`] would panic.)
+/// One work item's per-tile lanes (a lane: one query row and head): each
+/// lane's scores and softmax weights against the current tile (`stride`
+/// floats apart, a multiple of 16), and the factor its accumulator takes
+/// before the tile's V rows.
+struct Lanes {
+    stride: usize,
+    scores: Vec<f32>,
+    weights: Vec<f32>,
+    rescales: Vec<f32>,
+}
+
+impl Lanes {
+    /// Room for `lanes` lanes of tiles up to `tile` keys.
+    fn new(lanes: usize, tile: usize) -> Self {
+        let stride = tile.next_multiple_of(16);
+        Self {
+            stride,
+            scores: vec![0.0; lanes * stride],
+            weights: vec![0.0; lanes * stride],
+            rescales: vec![1.0; lanes],
+        }
+    }
+
+    /// The online-softmax step of a row's lanes (`lanes`, each over its
+    /// first `visible` scores; `states`: the item's `[max, sum, acc]` per
+    /// lane): each lane's new running max and the rescale of what it summed
+    /// and accumulated so far, then every lane's weights `exp(score − max)`
+    /// (the sums' additions come in [`Self::add_sums`]).
     #[target_feature(enable = "avx2,fma,f16c,avx512f")]
-    #[inline]
-    unsafe fn heads<const H: usize, const D: usize>(
-        &self,
-        q: [&[f32]; H],
-        k: &[f16],
-        v: &[f16],
-        states: [&mut [f32]; H],
+    fn softmax_step(
+        &mut self,
+        table: super::tile::avx512::Table,
+        lanes: std::ops::Range<usize>,
+        visible: usize,
+        states: &mut [f32],
+        state_len: usize,
     ) {
-        let visible = k.len() / (D * 16);
-        let mut scores = [[0f32; MAX_TILE]; H];
-        // SAFETY: the caller's contract is `scaled_dots`' (queries of `D · 16`, at most
-        // `MAX_TILE` keys).
-        unsafe { scaled_dots::<H, D>(q, k, self.scale, &mut scores) };
-        let mut weights = [[0f32; MAX_TILE]; H];
-        let mut rescales = [1f32; H];
-        for h in 0..H {
-            let state = &mut *states[h];
+        for lane in lanes.clone() {
+            let state = &mut states[lane * state_len..][..2];
             // SAFETY: the features are enabled here; `max` takes any length.
-            let tile_max = unsafe { super::tile::avx2::max(&scores[h][..visible]) };
+            let tile_max = unsafe { super::tile::avx2::max(&self.scores[lane * self.stride..][..visible]) };
             let new_max = state[0].max(tile_max);
-            // SAFETY: as above (`exp_shifted` takes any lengths).
-            unsafe { super::tile::avx512::exp_shifted(&scores[h][..visible], new_max, &mut weights[h][..visible]) };
-            if state[0] != new_max {
-                rescales[h] = (state[0] - new_max).exp();
-            }
-            if rescales[h] != 1.0 {
-                state[1] *= rescales[h];
+            // `exp(0) = 1`: most tiles leave the running max where it was.
+            let rescale = match state[0] == new_max {
+                true => 1.0,
+                false => (state[0] - new_max).exp(),
+            };
+            if rescale != 1.0 {
+                state[1] *= rescale;
             }
             state[0] = new_max;
-            for weight in &weights[h][..visible] {
-                state[1] += weight;
+            self.rescales[lane] = rescale;
+        }
+        for lane in lanes {
+            let scores = &self.scores[lane * self.stride..][..visible];
+            let weights = &mut self.weights[lane * self.stride..][..visible];
+            super::tile::avx512::exp_shifted_with(table, scores, states[lane * state_len], weights);
+        }
+    }
+
+    /// Each lane's running sum (`states[lane · state_len + 1]`) plus its
+    /// weights in key order. A sum is a chain of dependent additions, so
+    /// the lanes of a row run theirs side by side, up to four at a time.
+    fn add_sums(
+        &self,
+        states: &mut [f32],
+        state_len: usize,
+        group: usize,
+        rows: std::ops::Range<usize>,
+        visible: &impl Fn(usize) -> usize,
+    ) {
+        for r in rows {
+            let keys = visible(r);
+            let mut lane = r * group;
+            while lane < (r + 1) * group {
+                let chains = ((r + 1) * group - lane).min(4);
+                match chains {
+                    4 => self.sum_chains::<4>(states, state_len, lane, keys),
+                    3 => self.sum_chains::<3>(states, state_len, lane, keys),
+                    2 => self.sum_chains::<2>(states, state_len, lane, keys),
+                    _ => self.sum_chains::<1>(states, state_len, lane, keys),
+                }
+                lane += chains;
             }
         }
-        // SAFETY: the caller's contract: each state holds `2 + D · 16` floats.
-        unsafe { accumulate_rows::<H, D>(states, rescales, &weights, v) };
+    }
+
+    /// `N` lanes' sums from `lane` on plus their first `keys` weights, the
+    /// sums held in registers.
+    #[inline]
+    fn sum_chains<const N: usize>(&self, states: &mut [f32], state_len: usize, lane: usize, keys: usize) {
+        let mut sums: [f32; N] = std::array::from_fn(|j| states[(lane + j) * state_len + 1]);
+        let weights: [&[f32]; N] = std::array::from_fn(|j| &self.weights[(lane + j) * self.stride..][..keys]);
+        for key in 0..keys {
+            for j in 0..N {
+                sums[j] += weights[j][key];
+            }
+        }
+        for (j, sum) in sums.into_iter().enumerate() {
+            states[(lane + j) * state_len + 1] = sum;
+        }
+    }
+
+    /// The V rows `v` into `heads` lanes' accumulators from `lane` on
+    /// (`states`: their `[max, sum, acc]`, one after another).
+    ///
+    /// # Safety
+    /// The CPU has AVX2, FMA, F16C and AVX-512 F; each state holds `2 + D · 16`
+    /// floats; `v` holds at most `stride` rows of `D · 16` halves.
+    #[target_feature(enable = "avx2,fma,f16c,avx512f")]
+    #[inline]
+    unsafe fn accumulate<const D: usize>(&self, heads: usize, lane: usize, v: &[f16], states: &mut [f32]) {
+        let state_len = D * 16 + 2;
+        let weights = &self.weights[lane * self.stride..][..heads * self.stride];
+        let rescales = &self.rescales[lane..lane + heads];
+        // SAFETY: the caller's contract.
+        unsafe {
+            match heads {
+                3 => {
+                    let (a, rest) = states.split_at_mut(state_len);
+                    let (b, c) = rest.split_at_mut(state_len);
+                    accumulate_rows::<3, D>(
+                        [a, b, c],
+                        [rescales[0], rescales[1], rescales[2]],
+                        weights,
+                        self.stride,
+                        v,
+                    )
+                }
+                2 => {
+                    let (a, b) = states.split_at_mut(state_len);
+                    accumulate_rows::<2, D>([a, b], [rescales[0], rescales[1]], weights, self.stride, v)
+                }
+                _ => accumulate_rows::<1, D>([states], [rescales[0]], weights, self.stride, v),
+            }
+        }
     }
 }
 
@@ -206,63 +344,87 @@ fn heads_per_step(left: usize) -> usize {
     }
 }
 
-/// `scores[h][key] = dot(q[h], k[key]) · scale` for every row of `k`, with the
-/// AVX2 build's order: per key the 16-lane FMA sum over the dimensions, then
-/// `lo + hi` (its `acc0 + acc1`), lanes `i + (i + 4)`, then `0 + 2` and
-/// `1 + 3`, then the two. Four keys at a time where possible.
+/// `scores[h · stride + key] = dot(q[h], k[key]) · scale` for every row of
+/// `k`, with the AVX2 build's order: per key the 16-lane FMA sum over the
+/// dimensions, then `lo + hi` (its `acc0 + acc1`), lanes `i + (i + 4)`, then
+/// `0 + 2` and `1 + 3`, then the two. Four keys at a time where possible.
 ///
 /// # Safety
 /// The CPU has AVX2, FMA, F16C and AVX-512 F; each `q[h]` holds at least
-/// `D · 16` floats, and `k` (taken as rows of `D · 16` halves) holds at most
-/// [`MAX_TILE`] rows: four keys' scores are stored at a time, unchecked.
+/// `D · 16` floats; `k` (taken as rows of `D · 16` halves) holds at most
+/// `stride` rows, and `scores` holds `H · stride` floats (asserted: four
+/// keys' scores are stored at a time, unchecked).
 #[target_feature(enable = "avx2,fma,f16c,avx512f")]
 #[inline]
 unsafe fn scaled_dots<const H: usize, const D: usize>(
     q: [&[f32]; H],
     k: &[f16],
     scale: f32,
-    scores: &mut [[f32; MAX_TILE]; H],
+    scores: &mut [f32],
+    stride: usize,
 ) {
     let dim = D * 16;
     let keys = k.len() / dim;
+    assert!(
+        keys <= stride && scores.len() >= H * stride,
+        "scores shorter than the tile"
+    );
     let mut key = 0;
     while key + 4 <= keys {
-        let mut acc = [[_mm512_setzero_ps(); 4]; H];
-        for d in 0..D {
-            for j in 0..4 {
-                // SAFETY: row `key + j < keys = k.len() / dim` holds `dim` halves and
-                // 16·d + 16 <= dim.
-                let kv = unsafe { widen(k.as_ptr().add((key + j) * dim + 16 * d)) };
-                for h in 0..H {
-                    // SAFETY: q[h] holds at least `dim` floats (the caller's contract).
-                    let qv = unsafe { _mm512_loadu_ps(q[h].as_ptr().add(16 * d)) };
-                    acc[h][j] = _mm512_fmadd_ps(qv, kv, acc[h][j]);
-                }
-            }
-        }
+        // SAFETY: keys `key..key + 4` are rows of `k`.
+        let acc = unsafe { four_keys::<H, D>(q, k.as_ptr().add(key * dim)) };
         for h in 0..H {
             let sums = reduce_four([fold(acc[h][0]), fold(acc[h][1]), fold(acc[h][2]), fold(acc[h][3])]);
-            // SAFETY: key + 4 <= keys <= MAX_TILE (the caller's contract).
-            unsafe { _mm_storeu_ps(scores[h].as_mut_ptr().add(key), _mm_mul_ps(sums, _mm_set1_ps(scale))) };
+            // SAFETY: `key + 4 <= keys <= stride`, inside lane `h`'s `stride` floats.
+            unsafe {
+                _mm_storeu_ps(
+                    scores.as_mut_ptr().add(h * stride + key),
+                    _mm_mul_ps(sums, _mm_set1_ps(scale)),
+                )
+            };
         }
         key += 4;
     }
     while key < keys {
         let mut acc = [_mm512_setzero_ps(); H];
         for d in 0..D {
-            // SAFETY: as above.
+            // SAFETY: row `key < keys` holds `dim` halves and 16·d + 16 <= dim.
             let kv = unsafe { widen(k.as_ptr().add(key * dim + 16 * d)) };
             for h in 0..H {
-                // SAFETY: as above.
+                // SAFETY: q[h] holds at least `dim` floats (the caller's contract).
                 let qv = unsafe { _mm512_loadu_ps(q[h].as_ptr().add(16 * d)) };
                 acc[h] = _mm512_fmadd_ps(qv, kv, acc[h]);
             }
         }
         for h in 0..H {
-            scores[h][key] = crate::simd::avx2::horizontal_sum(fold(acc[h])) * scale;
+            scores[h * stride + key] = crate::simd::avx2::horizontal_sum(fold(acc[h])) * scale;
         }
         key += 1;
     }
+}
+
+/// Four keys' 16-lane FMA sums over the dimensions, for each of `H` heads.
+///
+/// # Safety
+/// The CPU has AVX2, FMA, F16C and AVX-512 F; `k` points at four readable
+/// rows of `D · 16` halves; each `q[h]` holds at least `D · 16` floats.
+#[target_feature(enable = "avx2,fma,f16c,avx512f")]
+#[inline]
+unsafe fn four_keys<const H: usize, const D: usize>(q: [&[f32]; H], k: *const f16) -> [[__m512; 4]; H] {
+    let dim = D * 16;
+    let mut acc = [[_mm512_setzero_ps(); 4]; H];
+    for d in 0..D {
+        for j in 0..4 {
+            // SAFETY: row `j < 4` holds `dim` halves (the caller's contract), 16·d + 16 <= dim.
+            let kv = unsafe { widen(k.add(j * dim + 16 * d)) };
+            for h in 0..H {
+                // SAFETY: q[h] holds at least `dim` floats (the caller's contract).
+                let qv = unsafe { _mm512_loadu_ps(q[h].as_ptr().add(16 * d)) };
+                acc[h][j] = _mm512_fmadd_ps(qv, kv, acc[h][j]);
+            }
+        }
+    }
+    acc
 }
 
 /// 16 halves at `p`, widened.
@@ -301,17 +463,19 @@ fn reduce_four(v: [__m256; 4]) -> __m128 {
 /// # Safety
 /// The CPU has AVX2, FMA, F16C and AVX-512 F, and each state holds at least
 /// `2 + D · 16` floats (`[max, sum, acc[D · 16]]`: the accumulators are
-/// loaded and stored unchecked). (`v` is taken as rows of `D · 16` halves;
-/// more than [`MAX_TILE`] of them would panic.)
+/// loaded and stored unchecked). (`v` is taken as rows of `D · 16` halves,
+/// at most `stride` of them: asserted.)
 #[target_feature(enable = "avx2,fma,f16c,avx512f")]
 #[inline]
 unsafe fn accumulate_rows<const H: usize, const D: usize>(
     states: [&mut [f32]; H],
     rescales: [f32; H],
-    weights: &[[f32; MAX_TILE]; H],
+    weights: &[f32],
+    stride: usize,
     v: &[f16],
 ) {
     let dim = D * 16;
+    assert!(v.len() / dim <= stride, "more V rows than weights");
     let mut acc = [[_mm512_setzero_ps(); D]; H];
     for h in 0..H {
         let at = states[h][2..].as_ptr();
@@ -325,7 +489,7 @@ unsafe fn accumulate_rows<const H: usize, const D: usize>(
         }
     }
     for (i, row) in v.chunks_exact(dim).enumerate() {
-        let alphas: [__m512; H] = std::array::from_fn(|h| _mm512_set1_ps(weights[h][i]));
+        let alphas: [__m512; H] = std::array::from_fn(|h| _mm512_set1_ps(weights[h * stride + i]));
         for d in 0..D {
             // SAFETY: the row holds `dim` halves (`chunks_exact`), and 16·d + 16 <= dim.
             let x = unsafe { widen(row.as_ptr().add(16 * d)) };

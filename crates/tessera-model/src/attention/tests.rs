@@ -234,6 +234,49 @@ fn a_row_gives_the_same_bits_alone_as_in_its_chunk() {
     }
 }
 
+/// Attending run by run (a prefill chunk's tasks, each run's partitions in
+/// a scratch its thread reuses) and item by item (decode's tasks) give the
+/// same bits, on every build, a reused scratch included.
+#[test]
+fn runs_and_items_give_the_same_bits() {
+    let mut all = cases();
+    all.push(Case {
+        layout: KvLayout {
+            num_blocks: 96,
+            block_size: 16,
+            num_kv_heads: 2,
+            head_dim: 128,
+        },
+        num_heads: 12,
+        seqs: vec![(600, 21), (0, 40), (700, 1)],
+    });
+    let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+    for dtype in [KvDtype::F32, KvDtype::F16] {
+        for (index, case) in all.iter().enumerate() {
+            let f = fixture(case, dtype);
+            let plan = AttentionPlan::new(seqs_of(case, &f.tables), case.layout.num_kv_heads);
+            let shape = AttentionShape {
+                num_heads: case.num_heads,
+                scale: 1.0 / (case.layout.head_dim as f32).sqrt(),
+            };
+            for builds in [Builds::Detected, Builds::Portable] {
+                let job = Job::new(builds, shape, case.layout, &plan, &f.q, &f.kv);
+                let mut by_items = vec![0f32; f.q.len()];
+                attend_by_items(&job, &mut by_items);
+                for pass in 0..2 {
+                    let mut by_runs = vec![f32::NAN; f.q.len()];
+                    attend_by_runs(&job, &mut by_runs);
+                    assert_eq!(
+                        bits(&by_runs),
+                        bits(&by_items),
+                        "{dtype} case {index} {builds:?} pass {pass}"
+                    );
+                }
+            }
+        }
+    }
+}
+
 #[test]
 fn paged_matches_naive_on_both_simd_paths_and_element_types() {
     for dtype in [KvDtype::F32, KvDtype::F16] {

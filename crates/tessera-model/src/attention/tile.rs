@@ -278,8 +278,10 @@ pub(super) mod avx2 {
                 rest
             };
             // Overflow and NaN (never in a softmax): ask libm.
-            for lane in (0..lanes).filter(|lane| rest & (1 << lane) != 0) {
-                out[i + lane] = (x[i + lane] - shift).exp();
+            if rest != 0 {
+                for lane in (0..lanes).filter(|lane| rest & (1 << lane) != 0) {
+                    out[i + lane] = (x[i + lane] - shift).exp();
+                }
             }
             i += lanes;
         }
@@ -297,12 +299,12 @@ pub(super) mod avx512 {
 
     /// The 32-entry table in four registers.
     #[derive(Clone, Copy)]
-    struct Table([__m512i; 4]);
+    pub(in crate::attention) struct Table([__m512i; 4]);
 
-    /// The table, loaded.
+    /// The table, loaded (once per work item: a loop over many tiles hoists it).
     #[target_feature(enable = "avx2,fma,f16c,avx512f")]
     #[inline]
-    fn load_table() -> Table {
+    pub(in crate::attention) fn load_table() -> Table {
         let entries = table();
         // SAFETY: register `i < 4` loads entries `8i..8i + 8` of the 32.
         Table(std::array::from_fn(|i| unsafe {
@@ -353,8 +355,14 @@ pub(super) mod avx512 {
     #[target_feature(enable = "avx2,fma,f16c,avx512f")]
     #[inline]
     pub unsafe fn exp_shifted(x: &[f32], shift: f32, out: &mut [f32]) {
+        exp_shifted_with(load_table(), x, shift, out)
+    }
+
+    /// [`exp_shifted`] with the table already loaded.
+    #[target_feature(enable = "avx2,fma,f16c,avx512f")]
+    #[inline]
+    pub(in crate::attention) fn exp_shifted_with(table: Table, x: &[f32], shift: f32, out: &mut [f32]) {
         let n = x.len().min(out.len());
-        let table = load_table();
         let minus = _mm256_set1_ps(shift);
         let mut i = 0;
         while i < n {
@@ -379,8 +387,10 @@ pub(super) mod avx512 {
                 rest
             };
             // Overflow and NaN (never in a softmax): ask libm.
-            for lane in (0..lanes).filter(|lane| rest & (1 << lane) != 0) {
-                out[i + lane] = (x[i + lane] - shift).exp();
+            if rest != 0 {
+                for lane in (0..lanes).filter(|lane| rest & (1 << lane) != 0) {
+                    out[i + lane] = (x[i + lane] - shift).exp();
+                }
             }
             i += lanes;
         }
