@@ -1,11 +1,14 @@
 //! The AVX-512 build of `attend_body!` for f16 K/V with heads of 64 or 128
-//! dimensions, up to three query heads of a GQA group at a time: each K and V
-//! row is widened once (16 halves per `vcvtph2ps`) for all of them, and 16-lane FMAs
-//! cover what the AVX2 build does in two 8-lane accumulators (lanes 0–7 of a
-//! register are its `acc0`, lanes 8–15 its `acc1`), so every score and every
-//! accumulator element takes the same operations in the same order: the
-//! same bits as the other builds. The heads' accumulators stay in registers
-//! across a tile's V rows.
+//! dimensions, up to three query heads of a GQA group at a time. A tile that
+//! more than three such passes read (a prefill chunk's rows) is widened to
+//! `f32` once for all of them; a decode row's passes widen each K and V row
+//! as they load it (16 halves per `vcvtph2ps`, which costs the FMAs issue
+//! slots: a 4-key score step ran at ~65% of the FMA peak on halves, ~100% on
+//! floats). 16-lane FMAs cover what the AVX2 build does in two 8-lane
+//! accumulators (lanes 0–7 of a register are its `acc0`, lanes 8–15 its
+//! `acc1`), so every score and every accumulator element takes the same
+//! operations in the same order: the same bits as the other builds. The
+//! heads' accumulators stay in registers across a tile's V rows.
 
 // Register tiles are indexed by key, head and lane group at once.
 #![allow(clippy::needless_range_loop)]
@@ -14,6 +17,10 @@ use super::{AttendItem, AttentionSeq, WorkItem};
 use crate::kv_cache::KvLayout;
 use half::f16;
 use std::arch::x86_64::*;
+use std::cell::RefCell;
+
+mod lanes;
+use lanes::{Lanes, WideTile};
 
 /// Whether [`attend_f16`] covers heads of `dim` dimensions.
 pub(super) fn covers(dim: usize) -> bool {
@@ -44,13 +51,24 @@ pub(super) unsafe fn attend_f16(at: &AttendItem<'_, '_>, keys: &[f16], values: &
         keys,
         values,
     };
-    // SAFETY: the caller's contract; `D · 16` is the head size (64 or 128, `covers`).
-    unsafe {
-        match layout.head_dim {
-            64 => tiles.run::<4>(partial),
-            _ => tiles.run::<8>(partial),
-        }
+    thread_local! {
+        /// A work item's lanes and widened tile: reused, items are many and short.
+        static SCRATCH: RefCell<(Lanes, WideTile)> = RefCell::new(Default::default());
     }
+    SCRATCH.with_borrow_mut(|(lanes, wide)| {
+        let rows = item.rows.1;
+        let group = partial.len() / (rows * (layout.head_dim + 2));
+        let tile = layout.block_size.min(MAX_TILE);
+        lanes.prepare(rows * group, tile);
+        wide.prepare(tile * layout.head_dim);
+        // SAFETY: the caller's contract; `D · 16` is the head size (64 or 128, `covers`).
+        unsafe {
+            match layout.head_dim {
+                64 => tiles.run::<4>(partial, lanes, wide),
+                _ => tiles.run::<8>(partial, lanes, wide),
+            }
+        }
+    })
 }
 
 /// One work item's inputs.
@@ -79,7 +97,7 @@ impl Tiles<'_, '_> {
     /// layout.head_dim` (what [`scaled_dots`] and [`accumulate_rows`] need
     /// of the heads and states sliced here).
     #[target_feature(enable = "avx2,fma,f16c,avx512f")]
-    unsafe fn run<const D: usize>(&self, partial: &mut [f32]) {
+    unsafe fn run<const D: usize>(&self, partial: &mut [f32], lanes: &mut Lanes, wide: &mut WideTile) {
         let (dim, bs) = (self.layout.head_dim, self.layout.block_size);
         let rows = self.item.rows.1;
         let group = partial.len() / (rows * (dim + 2));
@@ -87,7 +105,6 @@ impl Tiles<'_, '_> {
         for state in partial.chunks_exact_mut(dim + 2) {
             state[0] = f32::NEG_INFINITY;
         }
-        let mut lanes = Lanes::new(rows * group, bs.min(MAX_TILE));
         let table = super::tile::avx512::load_table();
         let (mut key, end) = self.item.keys;
         while key < end {
@@ -108,26 +125,62 @@ impl Tiles<'_, '_> {
             let first_seeing = key.saturating_sub(self.seq.first_pos + self.item.rows.0);
             let seen_to = self.seq.first_pos + self.item.rows.0 + 1 - key;
             let visible = |r: usize| slots.min(seen_to + r);
-            // SAFETY: the caller's contract (`D · 16 == dim`), and every row
-            // sees at most `slots <= MAX_TILE` keys of the tile.
-            unsafe { self.tile_scores::<D>(&mut lanes, k_tile, first_seeing..rows, &visible) };
-            for r in first_seeing..rows {
-                lanes.softmax_step(table, r * group..(r + 1) * group, visible(r), partial, dim + 2);
-            }
-            lanes.add_sums(partial, dim + 2, group, first_seeing..rows, &visible);
-            for r in first_seeing..rows {
-                let v = &v_tile[..visible(r) * dim];
-                let mut g = 0;
-                while g < group {
-                    let heads = heads_per_step(group - g);
-                    let lane = r * group + g;
-                    let states = &mut partial[lane * (dim + 2)..][..heads * (dim + 2)];
-                    // SAFETY: the caller's contract; each state holds `2 + dim` floats.
-                    unsafe { lanes.accumulate::<D>(heads, lane, v, states) };
-                    g += heads;
-                }
+            // Widened once, a tile serves every pass over it (three heads of a
+            // row each); a decode row's two or three read it from the pool.
+            let passes = (rows - first_seeing) * group.div_ceil(3);
+            if passes > 3 {
+                // SAFETY: the features are enabled; the tile holds `slots · dim` halves
+                // (a multiple of 16), `slots <= MAX_TILE`, what `prepare` made room for.
+                unsafe { wide.widen(k_tile, v_tile) };
+                let (k_wide, v_wide) = (&wide.keys[..slots * dim], &wide.values[..slots * dim]);
+                // SAFETY: the caller's contract (`D · 16 == dim`); every row sees at
+                // most `slots <= MAX_TILE` keys of the tile.
+                unsafe { self.tile::<f32, D>(lanes, partial, table, (k_wide, v_wide), first_seeing, &visible) };
+            } else {
+                // SAFETY: as above.
+                unsafe { self.tile::<f16, D>(lanes, partial, table, (k_tile, v_tile), first_seeing, &visible) };
             }
             key += slots;
+        }
+    }
+
+    /// One tile (`kv`: its K and V rows) for the rows `first_seeing..` of
+    /// the item (row `r` sees `visible(r)` of its keys), in phases.
+    ///
+    /// # Safety
+    /// The CPU has AVX2, FMA, F16C and AVX-512 F; `D · 16 == layout.head_dim`;
+    /// `visible(r) <= lanes.stride` for every row.
+    #[target_feature(enable = "avx2,fma,f16c,avx512f")]
+    #[inline]
+    unsafe fn tile<E: Element, const D: usize>(
+        &self,
+        lanes: &mut Lanes,
+        partial: &mut [f32],
+        table: super::tile::avx512::Table,
+        (k_tile, v_tile): (&[E], &[E]),
+        first_seeing: usize,
+        visible: &impl Fn(usize) -> usize,
+    ) {
+        let dim = self.layout.head_dim;
+        let rows = self.item.rows.1;
+        let group = partial.len() / (rows * (dim + 2));
+        // SAFETY: the caller's contract.
+        unsafe { self.tile_scores::<E, D>(lanes, k_tile, group, first_seeing..rows, visible) };
+        for r in first_seeing..rows {
+            lanes.softmax_step(table, r * group..(r + 1) * group, visible(r), partial, dim + 2);
+        }
+        lanes.add_sums(partial, dim + 2, group, first_seeing..rows, visible);
+        for r in first_seeing..rows {
+            let v = &v_tile[..visible(r) * dim];
+            let mut g = 0;
+            while g < group {
+                let heads = heads_per_step(group - g);
+                let lane = r * group + g;
+                let states = &mut partial[lane * (dim + 2)..][..heads * (dim + 2)];
+                // SAFETY: the caller's contract; each state holds `2 + dim` floats.
+                unsafe { lanes.accumulate::<E, D>(heads, lane, v, states) };
+                g += heads;
+            }
         }
     }
 
@@ -139,16 +192,16 @@ impl Tiles<'_, '_> {
     /// `visible(r) <= lanes.stride` for every row.
     #[target_feature(enable = "avx2,fma,f16c,avx512f")]
     #[inline]
-    unsafe fn tile_scores<const D: usize>(
+    unsafe fn tile_scores<E: Element, const D: usize>(
         &self,
         lanes: &mut Lanes,
-        k_tile: &[f16],
+        k_tile: &[E],
+        group: usize,
         rows: std::ops::Range<usize>,
         visible: &impl Fn(usize) -> usize,
     ) {
         let dim = self.layout.head_dim;
         let row_len = self.q.len() / self.item.rows.1;
-        let group = lanes.rescales.len() / self.item.rows.1;
         let stride = lanes.stride;
         for r in rows {
             let k = &k_tile[..visible(r) * dim];
@@ -162,9 +215,9 @@ impl Tiles<'_, '_> {
                 // floats and each lane's scores `stride >= visible(r)` of them.
                 unsafe {
                     match heads {
-                        3 => scaled_dots::<3, D>([q(0), q(1), q(2)], k, self.scale, out, stride),
-                        2 => scaled_dots::<2, D>([q(0), q(1)], k, self.scale, out, stride),
-                        _ => scaled_dots::<1, D>([q(0)], k, self.scale, out, stride),
+                        3 => scaled_dots::<E, 3, D>([q(0), q(1), q(2)], k, self.scale, out, stride),
+                        2 => scaled_dots::<E, 2, D>([q(0), q(1)], k, self.scale, out, stride),
+                        _ => scaled_dots::<E, 1, D>([q(0)], k, self.scale, out, stride),
                     }
                 }
                 g += heads;
@@ -186,145 +239,6 @@ impl Tiles<'_, '_> {
             for line in rows.chunks(32) {
                 // A hint: it reads nothing and cannot fault; the address lies inside the pool.
                 _mm_prefetch::<_MM_HINT_T0>(line.as_ptr().cast());
-            }
-        }
-    }
-}
-
-/// One work item's per-tile lanes (a lane: one query row and head): each
-/// lane's scores and softmax weights against the current tile (`stride`
-/// floats apart, a multiple of 16), and the factor its accumulator takes
-/// before the tile's V rows.
-struct Lanes {
-    stride: usize,
-    scores: Vec<f32>,
-    weights: Vec<f32>,
-    rescales: Vec<f32>,
-}
-
-impl Lanes {
-    /// Room for `lanes` lanes of tiles up to `tile` keys.
-    fn new(lanes: usize, tile: usize) -> Self {
-        let stride = tile.next_multiple_of(16);
-        Self {
-            stride,
-            scores: vec![0.0; lanes * stride],
-            weights: vec![0.0; lanes * stride],
-            rescales: vec![1.0; lanes],
-        }
-    }
-
-    /// The online-softmax step of a row's lanes (`lanes`, each over its
-    /// first `visible` scores; `states`: the item's `[max, sum, acc]` per
-    /// lane): each lane's new running max and the rescale of what it summed
-    /// and accumulated so far, then every lane's weights `exp(score − max)`
-    /// (the sums' additions come in [`Self::add_sums`]).
-    #[target_feature(enable = "avx2,fma,f16c,avx512f")]
-    fn softmax_step(
-        &mut self,
-        table: super::tile::avx512::Table,
-        lanes: std::ops::Range<usize>,
-        visible: usize,
-        states: &mut [f32],
-        state_len: usize,
-    ) {
-        for lane in lanes.clone() {
-            let state = &mut states[lane * state_len..][..2];
-            // SAFETY: the features are enabled here; `max` takes any length.
-            let tile_max = unsafe { super::tile::avx2::max(&self.scores[lane * self.stride..][..visible]) };
-            let new_max = state[0].max(tile_max);
-            // `exp(0) = 1`: most tiles leave the running max where it was.
-            let rescale = match state[0] == new_max {
-                true => 1.0,
-                false => (state[0] - new_max).exp(),
-            };
-            if rescale != 1.0 {
-                state[1] *= rescale;
-            }
-            state[0] = new_max;
-            self.rescales[lane] = rescale;
-        }
-        for lane in lanes {
-            let scores = &self.scores[lane * self.stride..][..visible];
-            let weights = &mut self.weights[lane * self.stride..][..visible];
-            super::tile::avx512::exp_shifted_with(table, scores, states[lane * state_len], weights);
-        }
-    }
-
-    /// Each lane's running sum (`states[lane · state_len + 1]`) plus its
-    /// weights in key order. A sum is a chain of dependent additions, so
-    /// the lanes of a row run theirs side by side, up to four at a time.
-    fn add_sums(
-        &self,
-        states: &mut [f32],
-        state_len: usize,
-        group: usize,
-        rows: std::ops::Range<usize>,
-        visible: &impl Fn(usize) -> usize,
-    ) {
-        for r in rows {
-            let keys = visible(r);
-            let mut lane = r * group;
-            while lane < (r + 1) * group {
-                let chains = ((r + 1) * group - lane).min(4);
-                match chains {
-                    4 => self.sum_chains::<4>(states, state_len, lane, keys),
-                    3 => self.sum_chains::<3>(states, state_len, lane, keys),
-                    2 => self.sum_chains::<2>(states, state_len, lane, keys),
-                    _ => self.sum_chains::<1>(states, state_len, lane, keys),
-                }
-                lane += chains;
-            }
-        }
-    }
-
-    /// `N` lanes' sums from `lane` on plus their first `keys` weights, the
-    /// sums held in registers.
-    #[inline]
-    fn sum_chains<const N: usize>(&self, states: &mut [f32], state_len: usize, lane: usize, keys: usize) {
-        let mut sums: [f32; N] = std::array::from_fn(|j| states[(lane + j) * state_len + 1]);
-        let weights: [&[f32]; N] = std::array::from_fn(|j| &self.weights[(lane + j) * self.stride..][..keys]);
-        for key in 0..keys {
-            for j in 0..N {
-                sums[j] += weights[j][key];
-            }
-        }
-        for (j, sum) in sums.into_iter().enumerate() {
-            states[(lane + j) * state_len + 1] = sum;
-        }
-    }
-
-    /// The V rows `v` into `heads` lanes' accumulators from `lane` on
-    /// (`states`: their `[max, sum, acc]`, one after another).
-    ///
-    /// # Safety
-    /// The CPU has AVX2, FMA, F16C and AVX-512 F; each state holds `2 + D · 16`
-    /// floats; `v` holds at most `stride` rows of `D · 16` halves.
-    #[target_feature(enable = "avx2,fma,f16c,avx512f")]
-    #[inline]
-    unsafe fn accumulate<const D: usize>(&self, heads: usize, lane: usize, v: &[f16], states: &mut [f32]) {
-        let state_len = D * 16 + 2;
-        let weights = &self.weights[lane * self.stride..][..heads * self.stride];
-        let rescales = &self.rescales[lane..lane + heads];
-        // SAFETY: the caller's contract.
-        unsafe {
-            match heads {
-                3 => {
-                    let (a, rest) = states.split_at_mut(state_len);
-                    let (b, c) = rest.split_at_mut(state_len);
-                    accumulate_rows::<3, D>(
-                        [a, b, c],
-                        [rescales[0], rescales[1], rescales[2]],
-                        weights,
-                        self.stride,
-                        v,
-                    )
-                }
-                2 => {
-                    let (a, b) = states.split_at_mut(state_len);
-                    accumulate_rows::<2, D>([a, b], [rescales[0], rescales[1]], weights, self.stride, v)
-                }
-                _ => accumulate_rows::<1, D>([states], [rescales[0]], weights, self.stride, v),
             }
         }
     }
@@ -356,9 +270,9 @@ fn heads_per_step(left: usize) -> usize {
 /// keys' scores are stored at a time, unchecked).
 #[target_feature(enable = "avx2,fma,f16c,avx512f")]
 #[inline]
-unsafe fn scaled_dots<const H: usize, const D: usize>(
+unsafe fn scaled_dots<E: Element, const H: usize, const D: usize>(
     q: [&[f32]; H],
-    k: &[f16],
+    k: &[E],
     scale: f32,
     scores: &mut [f32],
     stride: usize,
@@ -372,7 +286,7 @@ unsafe fn scaled_dots<const H: usize, const D: usize>(
     let mut key = 0;
     while key + 4 <= keys {
         // SAFETY: keys `key..key + 4` are rows of `k`.
-        let acc = unsafe { four_keys::<H, D>(q, k.as_ptr().add(key * dim)) };
+        let acc = unsafe { four_keys::<E, H, D>(q, k.as_ptr().add(key * dim)) };
         for h in 0..H {
             let sums = reduce_four([fold(acc[h][0]), fold(acc[h][1]), fold(acc[h][2]), fold(acc[h][3])]);
             // SAFETY: `key + 4 <= keys <= stride`, inside lane `h`'s `stride` floats.
@@ -389,7 +303,7 @@ unsafe fn scaled_dots<const H: usize, const D: usize>(
         let mut acc = [_mm512_setzero_ps(); H];
         for d in 0..D {
             // SAFETY: row `key < keys` holds `dim` halves and 16·d + 16 <= dim.
-            let kv = unsafe { widen(k.as_ptr().add(key * dim + 16 * d)) };
+            let kv = unsafe { E::load(k.as_ptr().add(key * dim + 16 * d)) };
             for h in 0..H {
                 // SAFETY: q[h] holds at least `dim` floats (the caller's contract).
                 let qv = unsafe { _mm512_loadu_ps(q[h].as_ptr().add(16 * d)) };
@@ -410,13 +324,13 @@ unsafe fn scaled_dots<const H: usize, const D: usize>(
 /// rows of `D · 16` halves; each `q[h]` holds at least `D · 16` floats.
 #[target_feature(enable = "avx2,fma,f16c,avx512f")]
 #[inline]
-unsafe fn four_keys<const H: usize, const D: usize>(q: [&[f32]; H], k: *const f16) -> [[__m512; 4]; H] {
+unsafe fn four_keys<E: Element, const H: usize, const D: usize>(q: [&[f32]; H], k: *const E) -> [[__m512; 4]; H] {
     let dim = D * 16;
     let mut acc = [[_mm512_setzero_ps(); 4]; H];
     for d in 0..D {
         for j in 0..4 {
             // SAFETY: row `j < 4` holds `dim` halves (the caller's contract), 16·d + 16 <= dim.
-            let kv = unsafe { widen(k.add(j * dim + 16 * d)) };
+            let kv = unsafe { E::load(k.add(j * dim + 16 * d)) };
             for h in 0..H {
                 // SAFETY: q[h] holds at least `dim` floats (the caller's contract).
                 let qv = unsafe { _mm512_loadu_ps(q[h].as_ptr().add(16 * d)) };
@@ -436,6 +350,32 @@ unsafe fn four_keys<const H: usize, const D: usize>(q: [&[f32]; H], k: *const f1
 unsafe fn widen(p: *const f16) -> __m512 {
     // SAFETY: an unaligned load of the caller's 16 readable halves (32 bytes).
     _mm512_cvtph_ps(unsafe { _mm256_loadu_si256(p.cast()) })
+}
+
+/// A K/V row element the tiles read 16 at a time as floats: the pool's
+/// halves (widened as loaded) or a tile widened once for many lanes.
+trait Element: Copy {
+    /// 16 elements at `p`, as floats.
+    ///
+    /// # Safety
+    /// The CPU has AVX-512 F; `p` points at 16 readable elements (no alignment needed).
+    unsafe fn load(p: *const Self) -> __m512;
+}
+
+impl Element for f16 {
+    #[inline(always)]
+    unsafe fn load(p: *const Self) -> __m512 {
+        // SAFETY: the caller's contract is `widen`'s.
+        unsafe { widen(p) }
+    }
+}
+
+impl Element for f32 {
+    #[inline(always)]
+    unsafe fn load(p: *const Self) -> __m512 {
+        // SAFETY: an unaligned load of the caller's 16 readable floats (AVX-512 F).
+        unsafe { _mm512_loadu_ps(p) }
+    }
 }
 
 /// The AVX2 build's `acc0 + acc1`: lanes 0–7 plus lanes 8–15.
@@ -467,12 +407,12 @@ fn reduce_four(v: [__m256; 4]) -> __m128 {
 /// at most `stride` of them: asserted.)
 #[target_feature(enable = "avx2,fma,f16c,avx512f")]
 #[inline]
-unsafe fn accumulate_rows<const H: usize, const D: usize>(
+unsafe fn accumulate_rows<E: Element, const H: usize, const D: usize>(
     states: [&mut [f32]; H],
     rescales: [f32; H],
     weights: &[f32],
     stride: usize,
-    v: &[f16],
+    v: &[E],
 ) {
     let dim = D * 16;
     assert!(v.len() / dim <= stride, "more V rows than weights");
@@ -492,7 +432,7 @@ unsafe fn accumulate_rows<const H: usize, const D: usize>(
         let alphas: [__m512; H] = std::array::from_fn(|h| _mm512_set1_ps(weights[h * stride + i]));
         for d in 0..D {
             // SAFETY: the row holds `dim` halves (`chunks_exact`), and 16·d + 16 <= dim.
-            let x = unsafe { widen(row.as_ptr().add(16 * d)) };
+            let x = unsafe { E::load(row.as_ptr().add(16 * d)) };
             for h in 0..H {
                 acc[h][d] = _mm512_fmadd_ps(alphas[h], x, acc[h][d]);
             }

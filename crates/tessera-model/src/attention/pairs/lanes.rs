@@ -1,0 +1,192 @@
+//! A work item's scratch for the AVX-512 tiles: each lane's scores,
+//! weights and rescale against the current tile, and the tile widened once.
+
+use super::{accumulate_rows, Element};
+use half::f16;
+use std::arch::x86_64::*;
+
+/// One tile's K and V rows widened to `f32` once, for every lane of the item.
+#[derive(Default)]
+pub(super) struct WideTile {
+    pub(super) keys: Vec<f32>,
+    pub(super) values: Vec<f32>,
+}
+
+impl WideTile {
+    /// Room for `len` floats of each.
+    pub(super) fn prepare(&mut self, len: usize) {
+        if self.keys.len() < len {
+            self.keys.resize(len, 0.0);
+            self.values.resize(len, 0.0);
+        }
+    }
+
+    /// The tile's rows (`keys`, `values`: as many halves of each), widened.
+    ///
+    /// # Safety
+    /// The CPU has AVX-512 F; the tile holds a multiple of 16 halves, at most
+    /// what [`Self::prepare`] made room for (asserted).
+    #[target_feature(enable = "avx2,fma,f16c,avx512f")]
+    #[inline]
+    pub(super) unsafe fn widen(&mut self, keys: &[f16], values: &[f16]) {
+        assert!(keys.len() <= self.keys.len() && keys.len() == values.len() && keys.len().is_multiple_of(16));
+        for (src, dst) in [(keys, &mut self.keys), (values, &mut self.values)] {
+            for (i, out) in dst[..src.len()].chunks_exact_mut(16).enumerate() {
+                // SAFETY: 16 halves at `16 i < src.len()` (a multiple of 16), into 16 floats.
+                unsafe { _mm512_storeu_ps(out.as_mut_ptr(), super::widen(src.as_ptr().add(16 * i))) };
+            }
+        }
+    }
+}
+
+/// One work item's per-tile lanes (a lane: one query row and head): each
+/// lane's scores and softmax weights against the current tile (`stride`
+/// floats apart, a multiple of 16), and the factor its accumulator takes
+/// before the tile's V rows.
+#[derive(Default)]
+pub(super) struct Lanes {
+    pub(super) stride: usize,
+    pub(super) scores: Vec<f32>,
+    weights: Vec<f32>,
+    rescales: Vec<f32>,
+}
+
+impl Lanes {
+    /// Room for `lanes` lanes of tiles up to `tile` keys (what a lane
+    /// reads, a step has written first: nothing is cleared).
+    pub(super) fn prepare(&mut self, lanes: usize, tile: usize) {
+        self.stride = tile.next_multiple_of(16);
+        for (buffer, len) in [
+            (&mut self.scores, lanes * self.stride),
+            (&mut self.weights, lanes * self.stride),
+        ] {
+            if buffer.len() < len {
+                buffer.resize(len, 0.0);
+            }
+        }
+        if self.rescales.len() < lanes {
+            self.rescales.resize(lanes, 1.0);
+        }
+    }
+
+    /// The online-softmax step of a row's lanes (`lanes`, each over its
+    /// first `visible` scores; `states`: the item's `[max, sum, acc]` per
+    /// lane): each lane's new running max and the rescale of what it summed
+    /// and accumulated so far, then every lane's weights `exp(score − max)`
+    /// (the sums' additions come in [`Self::add_sums`]).
+    #[target_feature(enable = "avx2,fma,f16c,avx512f")]
+    pub(super) fn softmax_step(
+        &mut self,
+        table: super::super::tile::avx512::Table,
+        lanes: std::ops::Range<usize>,
+        visible: usize,
+        states: &mut [f32],
+        state_len: usize,
+    ) {
+        for lane in lanes.clone() {
+            let state = &mut states[lane * state_len..][..2];
+            // SAFETY: the features are enabled here; `max` takes any length.
+            let tile_max = unsafe { super::super::tile::avx2::max(&self.scores[lane * self.stride..][..visible]) };
+            let new_max = state[0].max(tile_max);
+            // `exp(0) = 1`: most tiles leave the running max where it was.
+            let rescale = match state[0] == new_max {
+                true => 1.0,
+                false => (state[0] - new_max).exp(),
+            };
+            if rescale != 1.0 {
+                state[1] *= rescale;
+            }
+            state[0] = new_max;
+            self.rescales[lane] = rescale;
+        }
+        for lane in lanes {
+            let scores = &self.scores[lane * self.stride..][..visible];
+            let weights = &mut self.weights[lane * self.stride..][..visible];
+            super::super::tile::avx512::exp_shifted_with(table, scores, states[lane * state_len], weights);
+        }
+    }
+
+    /// Each lane's running sum (`states[lane · state_len + 1]`) plus its
+    /// weights in key order. A sum is a chain of dependent additions, so
+    /// the lanes of a row run theirs side by side, up to four at a time.
+    pub(super) fn add_sums(
+        &self,
+        states: &mut [f32],
+        state_len: usize,
+        group: usize,
+        rows: std::ops::Range<usize>,
+        visible: &impl Fn(usize) -> usize,
+    ) {
+        for r in rows {
+            let keys = visible(r);
+            let mut lane = r * group;
+            while lane < (r + 1) * group {
+                let chains = ((r + 1) * group - lane).min(4);
+                match chains {
+                    4 => self.sum_chains::<4>(states, state_len, lane, keys),
+                    3 => self.sum_chains::<3>(states, state_len, lane, keys),
+                    2 => self.sum_chains::<2>(states, state_len, lane, keys),
+                    _ => self.sum_chains::<1>(states, state_len, lane, keys),
+                }
+                lane += chains;
+            }
+        }
+    }
+
+    /// `N` lanes' sums from `lane` on plus their first `keys` weights, the
+    /// sums held in registers.
+    #[inline]
+    fn sum_chains<const N: usize>(&self, states: &mut [f32], state_len: usize, lane: usize, keys: usize) {
+        let mut sums: [f32; N] = std::array::from_fn(|j| states[(lane + j) * state_len + 1]);
+        let weights: [&[f32]; N] = std::array::from_fn(|j| &self.weights[(lane + j) * self.stride..][..keys]);
+        for key in 0..keys {
+            for j in 0..N {
+                sums[j] += weights[j][key];
+            }
+        }
+        for (j, sum) in sums.into_iter().enumerate() {
+            states[(lane + j) * state_len + 1] = sum;
+        }
+    }
+
+    /// The V rows `v` into `heads` lanes' accumulators from `lane` on
+    /// (`states`: their `[max, sum, acc]`, one after another).
+    ///
+    /// # Safety
+    /// The CPU has AVX2, FMA, F16C and AVX-512 F; each state holds `2 + D · 16`
+    /// floats; `v` holds at most `stride` rows of `D · 16` halves.
+    #[target_feature(enable = "avx2,fma,f16c,avx512f")]
+    #[inline]
+    pub(super) unsafe fn accumulate<E: Element, const D: usize>(
+        &self,
+        heads: usize,
+        lane: usize,
+        v: &[E],
+        states: &mut [f32],
+    ) {
+        let state_len = D * 16 + 2;
+        let weights = &self.weights[lane * self.stride..][..heads * self.stride];
+        let rescales = &self.rescales[lane..lane + heads];
+        // SAFETY: the caller's contract.
+        unsafe {
+            match heads {
+                3 => {
+                    let (a, rest) = states.split_at_mut(state_len);
+                    let (b, c) = rest.split_at_mut(state_len);
+                    accumulate_rows::<E, 3, D>(
+                        [a, b, c],
+                        [rescales[0], rescales[1], rescales[2]],
+                        weights,
+                        self.stride,
+                        v,
+                    )
+                }
+                2 => {
+                    let (a, b) = states.split_at_mut(state_len);
+                    accumulate_rows::<E, 2, D>([a, b], [rescales[0], rescales[1]], weights, self.stride, v)
+                }
+                _ => accumulate_rows::<E, 1, D>([states], [rescales[0]], weights, self.stride, v),
+            }
+        }
+    }
+}
