@@ -231,6 +231,8 @@ pub struct AttentionPlan<'a> {
     runs: Vec<Range<usize>>,
     /// Query rows per item's partial (the longest run of any item).
     rows_per_item: usize,
+    /// Query-key pairs of the whole batch and of its largest run.
+    work: (usize, usize),
 }
 
 impl<'a> AttentionPlan<'a> {
@@ -239,11 +241,19 @@ impl<'a> AttentionPlan<'a> {
         let items = plan_work(&seqs, num_kv_heads);
         let rows_per_item = items.iter().map(|item| item.rows.1).max().unwrap_or(1);
         let runs = partition_runs(&items);
+        let pairs = |run: &Range<usize>| -> usize {
+            items[run.clone()]
+                .iter()
+                .map(|item| item.rows.1 * (item.keys.1 - item.keys.0))
+                .sum()
+        };
+        let work = (runs.iter().map(pairs).sum(), runs.iter().map(pairs).max().unwrap_or(0));
         Self {
             seqs,
             items,
             runs,
             rows_per_item,
+            work,
         }
     }
 
@@ -278,10 +288,10 @@ pub fn paged_attention(
     paged_attention_on(Builds::Detected, shape, layout, plan, q, kv, out)
 }
 
-/// [`paged_attention`] on `builds`. With enough runs of query rows to keep
-/// every thread busy (a prefill chunk), each task attends one run's
+/// [`paged_attention`] on `builds`. When the runs of query rows share the
+/// work out evenly enough (a prefill chunk's), each task attends one run's
 /// partitions into a scratch its thread keeps and merges them at once; else
-/// (decode) the partitions themselves are the tasks, merged after. The same
+/// (one decode row) the partitions themselves are the tasks, merged after. The same
 /// partition states merged in the same order either way: the same bits.
 fn paged_attention_on(
     builds: Builds,
@@ -293,7 +303,10 @@ fn paged_attention_on(
     out: &mut [f32],
 ) {
     let job = Job::new(builds, shape, layout, plan, q, kv);
-    match plan.runs.len() >= 2 * crate::parallel::num_threads() {
+    // By runs when no run is more than half a thread's share of the work (a
+    // prefill chunk's runs; not one long context's decode row).
+    let (total, largest) = plan.work;
+    match largest * 2 * crate::parallel::num_threads() <= total {
         true => attend_by_runs(&job, out),
         false => attend_by_items(&job, out),
     }
@@ -331,7 +344,8 @@ fn attend_by_runs(job: &Job<'_, '_>, out: &mut [f32]) {
             let partition = plan.runs[run].clone();
             let needed = partition.len() * job.partial_len;
             if partials.len() < needed {
-                partials.resize(needed, 0.0);
+                // NaN until a kernel initializes its states: a state it forgot would show.
+                partials.resize(needed, f32::NAN);
             }
             for (i, index) in partition.clone().enumerate() {
                 job.attend(index, &mut partials[i * job.partial_len..][..job.partial_len]);

@@ -123,8 +123,8 @@ impl Tiles<'_, '_> {
             // before `first_seeing` end before this tile; the others see it up
             // to their own end.
             let first_seeing = key.saturating_sub(self.seq.first_pos + self.item.rows.0);
-            let seen_to = self.seq.first_pos + self.item.rows.0 + 1 - key;
-            let visible = |r: usize| slots.min(seen_to + r);
+            let seen_to = self.seq.first_pos + self.item.rows.0 + 1;
+            let visible = |r: usize| slots.min((seen_to + r).saturating_sub(key));
             // Widened once, a tile serves every pass over it (three heads of a
             // row each); a decode row's two or three read it from the pool.
             let passes = (rows - first_seeing) * group.div_ceil(3);

@@ -407,7 +407,8 @@ fn the_device_contract_reads_bf16_pools_exactly() {
 /// The AVX-512 build for f16 K/V (up to three heads of a group per pass)
 /// gives the AVX2 build's bits for every work item: heads of 64 and 128,
 /// groups of 1, 2, 3, 4 (two pairs), 6 (two threes) and 7 (Qwen2.5-0.5B's:
-/// threes and a single head), partial tiles at both ends, a decode row.
+/// threes and a single head), partial tiles at both ends, a decode row,
+/// blocks of 24 and of 100 keys.
 #[cfg(target_arch = "x86_64")]
 #[test]
 fn the_avx512_head_pairs_equal_the_avx2_build_bit_for_bit() {
@@ -425,7 +426,21 @@ fn the_avx512_head_pairs_equal_the_avx2_build_bit_for_bit() {
         num_heads,
         seqs,
     };
+    // Tiles that start mid-block, blocks longer than a tile (64 keys), and
+    // blocks whose length is not a multiple of 16.
+    let blocks = |block_size, seqs| Case {
+        layout: KvLayout {
+            num_blocks: 40,
+            block_size,
+            num_kv_heads: 2,
+            head_dim: 128,
+        },
+        num_heads: 12,
+        seqs,
+    };
     for case in [
+        blocks(100, vec![(130, 19), (250, 1)]),
+        blocks(24, vec![(37, 21), (301, 1)]),
         case(3, 9, 64, vec![(300, 29), (517, 1)]),
         case(2, 12, 128, vec![(291, 21), (0, 13)]),
         case(1, 1, 128, vec![(40, 9)]),

@@ -16,8 +16,8 @@ impl WideTile {
     /// Room for `len` floats of each.
     pub(super) fn prepare(&mut self, len: usize) {
         if self.keys.len() < len {
-            self.keys.resize(len, 0.0);
-            self.values.resize(len, 0.0);
+            self.keys.resize(len, f32::NAN);
+            self.values.resize(len, f32::NAN);
         }
     }
 
@@ -61,11 +61,11 @@ impl Lanes {
             (&mut self.weights, lanes * self.stride),
         ] {
             if buffer.len() < len {
-                buffer.resize(len, 0.0);
+                buffer.resize(len, f32::NAN);
             }
         }
         if self.rescales.len() < lanes {
-            self.rescales.resize(lanes, 1.0);
+            self.rescales.resize(lanes, f32::NAN);
         }
     }
 
