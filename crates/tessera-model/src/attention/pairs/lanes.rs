@@ -47,8 +47,8 @@ impl WideTile {
 pub(super) struct Lanes {
     pub(super) stride: usize,
     pub(super) scores: Vec<f32>,
-    weights: Vec<f32>,
-    rescales: Vec<f32>,
+    pub(super) weights: Vec<f32>,
+    pub(super) rescales: Vec<f32>,
 }
 
 impl Lanes {
@@ -66,43 +66,6 @@ impl Lanes {
         }
         if self.rescales.len() < lanes {
             self.rescales.resize(lanes, f32::NAN);
-        }
-    }
-
-    /// The online-softmax step of a row's lanes (`lanes`, each over its
-    /// first `visible` scores; `states`: the item's `[max, sum, acc]` per
-    /// lane): each lane's new running max and the rescale of what it summed
-    /// and accumulated so far, then every lane's weights `exp(score − max)`
-    /// (the sums' additions come in [`Self::add_sums`]).
-    #[target_feature(enable = "avx2,fma,f16c,avx512f")]
-    pub(super) fn softmax_step(
-        &mut self,
-        table: super::super::tile::avx512::Table,
-        lanes: std::ops::Range<usize>,
-        visible: usize,
-        states: &mut [f32],
-        state_len: usize,
-    ) {
-        for lane in lanes.clone() {
-            let state = &mut states[lane * state_len..][..2];
-            // SAFETY: the features are enabled here; `max` takes any length.
-            let tile_max = unsafe { super::super::tile::avx2::max(&self.scores[lane * self.stride..][..visible]) };
-            let new_max = state[0].max(tile_max);
-            // `exp(0) = 1`: most tiles leave the running max where it was.
-            let rescale = match state[0] == new_max {
-                true => 1.0,
-                false => (state[0] - new_max).exp(),
-            };
-            if rescale != 1.0 {
-                state[1] *= rescale;
-            }
-            state[0] = new_max;
-            self.rescales[lane] = rescale;
-        }
-        for lane in lanes {
-            let scores = &self.scores[lane * self.stride..][..visible];
-            let weights = &mut self.weights[lane * self.stride..][..visible];
-            super::super::tile::avx512::exp_shifted_with(table, scores, states[lane * state_len], weights);
         }
     }
 
