@@ -401,6 +401,8 @@ trait Element: Copy {
 }
 
 impl Element for f16 {
+    /// # Safety
+    /// As [`Element::load`].
     #[inline(always)]
     unsafe fn load(p: *const Self) -> __m512 {
         // SAFETY: the caller's contract is `widen`'s.
@@ -409,6 +411,8 @@ impl Element for f16 {
 }
 
 impl Element for f32 {
+    /// # Safety
+    /// As [`Element::load`].
     #[inline(always)]
     unsafe fn load(p: *const Self) -> __m512 {
         // SAFETY: an unaligned load of the caller's 16 readable floats (AVX-512 F).
