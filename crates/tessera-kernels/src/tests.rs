@@ -254,7 +254,9 @@ struct GroupFormat {
 /// rows the AVX-512 VNNI tiles run (16 exactly, partial tiles of 8, an odd
 /// last row group); below, tiles of every width read the packed bytes (7,
 /// and 13 as 8 + 5), one row the VNNI decode kernels (one group and
-/// super-block, and several), 2 to 4 the AVX2 tiles; the last shape spans
+/// super-block, and several; on the AVX2 path the one-row tiles, whose
+/// Q4_K/Q5_K one loads each register once for both sub-blocks of a pair),
+/// 2 to 4 the AVX2 tiles; the last shape spans
 /// several of the AVX2 kernels' activation chunks (32 rows each) and two of
 /// the VNNI kernels'.
 const K_SHAPES: &[(usize, usize, usize)] = &[

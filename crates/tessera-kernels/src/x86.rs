@@ -19,7 +19,8 @@ const ACT_CHUNK: usize = 32;
 /// super-block, 4 rows (AVX2) took ~1,160 cycles against ~800 with this and
 /// 8 rows (VNNI) ~1,100 against ~1,000 (~790 in cache). One row streams fast
 /// enough for the hardware alone, and these requests slowed it (1.55 →
-/// 1.84 ms), so the one-row products do not ask.
+/// 1.84 ms, Zen 4), so the one-row products do not ask; the K-quants' AVX2
+/// tiles do (see [`k_quant_tile_prefetches`]).
 pub(crate) const PREFETCH_AHEAD: usize = 4608;
 
 /// Products of fewer activation rows than this prefetch in their tiles of
@@ -33,6 +34,18 @@ const PREFETCH_BELOW_ROWS: usize = 16;
 #[inline]
 pub(crate) fn tile_prefetches(tile_rows: usize, rows: usize) -> bool {
     tile_rows > 1 && rows < PREFETCH_BELOW_ROWS
+}
+
+/// Whether an AVX2 K-quant tile (Q4_K, Q5_K, Q6_K) in a product of `rows`
+/// asks for its weights ahead. Unlike [`tile_prefetches`], a tile of one row
+/// asks too: on AVX-512 VNNI machines one row runs the VNNI decode kernels,
+/// so the one-row AVX2 tile is decode on AVX2-only CPUs, and there the
+/// hardware alone fell behind it (Zen 1, one thread, Q4_K 16384×4096 from
+/// memory: 3.6–4.8 GiB/s without, 4.4–5.4 with the requests, 5.3–6.0 with
+/// them and `x86_q4_k::single_row`'s one load per register).
+#[inline]
+pub(crate) fn k_quant_tile_prefetches(rows: usize) -> bool {
+    rows < PREFETCH_BELOW_ROWS
 }
 
 /// Asks for the `bytes` bytes that start [`PREFETCH_AHEAD`] past `at` to be

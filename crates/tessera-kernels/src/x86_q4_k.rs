@@ -8,12 +8,14 @@
 //! time for Q5_K's 5-bit values), which one `madd` scales into the
 //! super-block's 32-bit sum `A`; the mins meet the activations' run sums in
 //! four more `madd`s (`B`); then the portable `dot_q4_k`'s one float step per
-//! super-block, lane by lane.
+//! super-block, lane by lane. One activation row (decode, on CPUs without
+//! AVX-512 VNNI) runs `single_row`, which loads each register once for both
+//! sub-blocks of its pair and asks for its weights ahead.
 
 use crate::q4::GROUP;
 use crate::q4_k::{nibbles_at, DMIN_AT, HIGH_BITS_AT, MINS_AT, PAIR_BYTES, QH_AT, SCALES_AT, SUB_BLOCKS};
 use crate::super_activations::SuperRow;
-use crate::x86::{prefetch_ahead, tile_prefetches};
+use crate::x86::{k_quant_tile_prefetches, prefetch_ahead};
 use crate::x86_q4::for_each_group_tile;
 use crate::{Q4KWeights, Q8Activations, BLOCK};
 use std::arch::x86_64::*;
@@ -156,7 +158,7 @@ pub(crate) unsafe fn super_block_factors(data: *const u8) -> SuperFactors {
 
 /// Group super-block `sb` of `group` and its [`SuperFactors`], after asking
 /// for the bytes [`PREFETCH_AHEAD`](crate::x86::PREFETCH_AHEAD) past it when
-/// `prefetch` (see `x86::tile_prefetches`). (The group super-block is a
+/// `prefetch` (see `x86::k_quant_tile_prefetches`). (The group super-block is a
 /// checked slice: a group or super-block out of range panics.)
 #[target_feature(enable = "avx2,fma,f16c")]
 #[inline]
@@ -240,6 +242,13 @@ unsafe fn group_tile<const C: usize, const FIVE: bool>(
     x: &Q8Activations,
     j0: usize,
 ) -> [__m256; C] {
+    let prefetch = k_quant_tile_prefetches(x.rows());
+    if C == 1 {
+        let mut acc = [_mm256_setzero_ps(); C];
+        // SAFETY: the caller's contract is `single_row`'s.
+        acc[0] = unsafe { single_row::<FIVE>(w, group, x, j0, prefetch) };
+        return acc;
+    }
     let nibbles_at = nibbles_at(FIVE);
     let nibble = _mm256_set1_epi8(0x0F);
     // Q4_K sums eight `maddubs` results in 16 bits, Q5_K four.
@@ -251,7 +260,6 @@ unsafe fn group_tile<const C: usize, const FIVE: bool>(
     for (c, row) in rows.iter_mut().enumerate().skip(1) {
         *row = x.super_row(j0 + c);
     }
-    let prefetch = tile_prefetches(C, x.rows());
     for sb in 0..w.supers() {
         let (data, factors) = group_super_factors(w, group, sb, prefetch);
         let mut a = [_mm256_setzero_si256(); C];
@@ -296,6 +304,75 @@ unsafe fn group_tile<const C: usize, const FIVE: bool>(
             let b = unsafe { mins_times_sums(&factors, rows[c].sums32.as_ptr(), sb) };
             acc[c] = accumulate_super_block(acc[c], (a[c], b), &factors, rows[c].scales[sb]);
         }
+    }
+    acc
+}
+
+/// [`group_tile`] for one activation row (decode): each 32-byte register of
+/// a sub-block pair is loaded once for both of its sub-blocks (its low and
+/// high nibbles). The 16-bit sums cover the same `maddubs` results as the
+/// tile's, and integer sums do not depend on their order, so the results
+/// equal the tile's bit for bit.
+///
+/// # Safety
+/// As [`group_tile`] with `C == 1`.
+#[target_feature(enable = "avx2,fma,f16c")]
+#[inline]
+unsafe fn single_row<const FIVE: bool>(
+    w: &Q4KWeights,
+    group: usize,
+    x: &Q8Activations,
+    j0: usize,
+    prefetch: bool,
+) -> __m256 {
+    let nibbles_at = nibbles_at(FIVE);
+    let nibble = _mm256_set1_epi8(0x0F);
+    let flush_every = if FIVE { 4 } else { 8 };
+    let row = x.super_row(j0);
+    let mut acc = _mm256_setzero_ps();
+    for sb in 0..w.supers() {
+        let (data, factors) = group_super_factors(w, group, sb, prefetch);
+        let mut a = _mm256_setzero_si256();
+        for pair in 0..SUB_BLOCKS / 2 {
+            let sub_blocks = [2 * pair, 2 * pair + 1];
+            let mut dots = [_mm256_setzero_si256(); 2];
+            for t in 0..8 {
+                // SAFETY: pair `pair < 4` holds eight 32-byte registers after the nibbles'
+                // start, inside the group super-block of this kind (`FIVE` follows
+                // `w.five_bit()`).
+                let packed = unsafe { _mm256_loadu_si256(data.add(nibbles_at + pair * PAIR_BYTES + t * 32).cast()) };
+                let mut quants = [
+                    _mm256_and_si256(packed, nibble),
+                    _mm256_and_si256(_mm256_srli_epi16(packed, 4), nibble),
+                ];
+                if FIVE {
+                    // SAFETY: Q5_K's eight qh registers lie after QH_AT (as above).
+                    let qh = unsafe { _mm256_loadu_si256(data.add(QH_AT + t * 32).cast()) };
+                    for (q, &j) in quants.iter_mut().zip(&sub_blocks) {
+                        *q = _mm256_or_si256(*q, fifth_bits(qh, j));
+                    }
+                }
+                for k in 0..2 {
+                    let block = sb * SUB_BLOCKS + sub_blocks[k];
+                    // SAFETY: activation block `block < w.blocks() == x.blocks()` (the caller's
+                    // contract) is 32 bytes of the row's super-block quants, and 4t + 4 <= 32.
+                    let y = unsafe {
+                        let at = row.quants.as_ptr().add(block * BLOCK + t * 4);
+                        _mm256_set1_epi32(at.cast::<i32>().read_unaligned())
+                    };
+                    dots[k] = _mm256_add_epi16(dots[k], _mm256_maddubs_epi16(quants[k], y));
+                }
+                if (t + 1) % flush_every == 0 {
+                    for k in 0..2 {
+                        a = _mm256_add_epi32(a, _mm256_madd_epi16(dots[k], factors.scales[sub_blocks[k]]));
+                        dots[k] = _mm256_setzero_si256();
+                    }
+                }
+            }
+        }
+        // SAFETY: the row holds `8·w.supers()` run sums of 32 (the caller's contract).
+        let b = unsafe { mins_times_sums(&factors, row.sums32.as_ptr(), sb) };
+        acc = accumulate_super_block(acc, (a, b), &factors, row.scales[sb]);
     }
     acc
 }

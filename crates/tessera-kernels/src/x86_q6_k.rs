@@ -14,7 +14,7 @@
 
 use crate::q6_k::{qh_at, ql_at, GROUP, SCALES_AT, SUB_BLOCKS};
 use crate::super_activations::SuperRow;
-use crate::x86::{prefetch_ahead, tile_prefetches};
+use crate::x86::{k_quant_tile_prefetches, prefetch_ahead};
 use crate::x86_q4::for_each_group_tile;
 use crate::{Q6KWeights, Q8Activations, BLOCK};
 use std::arch::x86_64::*;
@@ -186,11 +186,15 @@ pub(crate) fn accumulate_super_block(acc: __m256, (a, b): (__m256i, __m256i), d:
 /// As [`group_tile`].
 #[target_feature(enable = "avx2,fma,f16c")]
 #[inline]
-unsafe fn single_row(w: &Q6KWeights, group: usize, x: &Q8Activations, j0: usize) -> __m256 {
+unsafe fn single_row(w: &Q6KWeights, group: usize, x: &Q8Activations, j0: usize, prefetch: bool) -> __m256 {
     let row = x.super_row(j0);
     let mut acc = _mm256_setzero_ps();
     for sb in 0..w.supers() {
-        let data = w.group_super(group, sb).as_ptr();
+        let block = w.group_super(group, sb);
+        if prefetch {
+            prefetch_ahead(block.as_ptr(), block.len());
+        }
+        let data = block.as_ptr();
         // SAFETY: `data` is a whole group super-block (a checked slice), which starts
         // with eight f16 d.
         let d = unsafe { _mm256_cvtph_ps(_mm_loadu_si128(data.cast())) };
@@ -293,7 +297,7 @@ unsafe fn group_tile<const C: usize, const UNPACKED: bool>(
     let mut acc = [_mm256_setzero_ps(); C];
     if C == 1 {
         // SAFETY: the caller's contract is `single_row`'s.
-        acc[0] = unsafe { single_row(w, group, x, j0) };
+        acc[0] = unsafe { single_row(w, group, x, j0, k_quant_tile_prefetches(x.rows())) };
         return acc;
     }
     // Filled in a loop (see `x86_q4_k::group_tile`).
@@ -302,7 +306,10 @@ unsafe fn group_tile<const C: usize, const UNPACKED: bool>(
         *row = x.super_row(j0 + c);
     }
     // Unpacked values were read by one pass over the group (`unpack_group`).
-    let (group_bytes, prefetch) = (w.group_super(group, 0).len(), !UNPACKED && tile_prefetches(C, x.rows()));
+    let (group_bytes, prefetch) = (
+        w.group_super(group, 0).len(),
+        !UNPACKED && k_quant_tile_prefetches(x.rows()),
+    );
     for sb in 0..w.supers() {
         let data = w.group_super(group, sb).as_ptr();
         if prefetch {
