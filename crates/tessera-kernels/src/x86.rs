@@ -41,7 +41,7 @@ pub(crate) fn tile_prefetches(tile_rows: usize, rows: usize) -> bool {
 /// asks too: on AVX-512 VNNI machines one row runs the VNNI decode kernels,
 /// so the one-row AVX2 tile is decode on AVX2-only CPUs, and there the
 /// hardware alone fell behind it (Zen 1, one thread, Q4_K 16384×4096 from
-/// memory: 3.6–4.8 GiB/s without, 4.4–5.4 with the requests, 5.3–6.0 with
+/// memory: 3.6–4.8 GiB/s without, 4.3–5.4 with the requests, 5.3–6.0 with
 /// them and `x86_q4_k::single_row`'s one load per register).
 #[inline]
 pub(crate) fn k_quant_tile_prefetches(rows: usize) -> bool {
