@@ -511,16 +511,20 @@ fn plan_work(seqs: &[AttentionSeq<'_>], num_kv_heads: usize) -> Vec<WorkItem> {
 /// Writes `[max, sum, acc[dim]]` per row and head into `partial` (a row that
 /// sees none of the keys keeps `max = −∞`). The AVX2 builds of
 /// the loop inline their primitives (a call per key cost a third of the
-/// attention time); every build does the same arithmetic.
+/// attention time); f16 items with many passes over a tile (a prefill
+/// chunk's rows) take the phased builds of `pairs`, the widest the CPU runs.
+/// Every build does the same arithmetic.
 fn attend_range(builds: Builds, at: &AttendItem<'_, '_>, kv: &LayerKv, partial: &mut [f32]) {
     #[cfg(target_arch = "x86_64")]
     let (avx2, avx512) = match builds {
         Builds::Detected => (simd::use_avx2(), simd::use_avx512()),
         Builds::Portable => (false, false),
     };
+    #[cfg(target_arch = "x86_64")]
+    let group = partial.len() / (at.item.rows.1 * (at.layout.head_dim + 2));
     // SAFETY: the AVX2 builds run only where AVX2, FMA and F16C exist, the
-    // AVX-512 builds only where AVX-512 F does too (checked), and the pair
-    // build only on heads it `covers`; the portable builds have no requirement.
+    // AVX-512 builds only where AVX-512 F does too (checked), and the phased
+    // builds only on heads they `cover`; the portable builds have no requirement.
     unsafe {
         match kv {
             #[cfg(target_arch = "x86_64")]
@@ -531,6 +535,10 @@ fn attend_range(builds: Builds, at: &AttendItem<'_, '_>, kv: &LayerKv, partial: 
             LayerKv::F16 { keys, values } if avx512 => attend_f16_avx512(at, keys, values, partial),
             #[cfg(target_arch = "x86_64")]
             LayerKv::F32 { keys, values } if avx512 => attend_f32_avx512(at, keys, values, partial),
+            #[cfg(target_arch = "x86_64")]
+            LayerKv::F16 { keys, values } if avx2 && pairs::avx2::widens(at, group) => {
+                pairs::avx2::attend_f16(at, keys, values, partial)
+            }
             #[cfg(target_arch = "x86_64")]
             LayerKv::F16 { keys, values } if avx2 => attend_f16_avx2(at, keys, values, partial),
             #[cfg(target_arch = "x86_64")]

@@ -1,5 +1,8 @@
-//! The AVX-512 build of `attend_body!` for f16 K/V with heads of 64 or 128
-//! dimensions, up to three query heads of a GQA group at a time. A tile that
+//! The phased builds of `attend_body!` for f16 K/V with heads of 64 or 128
+//! dimensions, up to three query heads of a GQA group at a time: this file's
+//! AVX-512 build and [`avx2`]'s.
+//!
+//! The AVX-512 build: a tile that
 //! more than three such passes read (a prefill chunk's rows) is widened to
 //! `f32` once for all of them; a decode row's passes widen each K and V row
 //! as they load it (16 halves per `vcvtph2ps`, which costs the FMAs issue
@@ -19,10 +22,59 @@ use half::f16;
 use std::arch::x86_64::*;
 use std::cell::RefCell;
 
+/// The online-softmax step of a row's lanes (`$lanes` of `$scratch`, each
+/// over its first `$visible` scores; `$states`: the item's `[max, sum, acc]`
+/// per lane, `$state_len` floats apart): each lane's new running max and the
+/// rescale of what it summed and accumulated so far, then every lane's
+/// weights by `$exp(scores, max, weights)` (the sums' additions come in
+/// [`Lanes::add_sums`]). A macro, expanded in each build's tile loop: as a
+/// function beside `Lanes`, the AVX-512 `exp` stopped inlining (the bench
+/// 12.2 → 13.8 ms).
+macro_rules! softmax_step {
+    ($scratch:expr, $lanes:expr, $visible:expr, $states:expr, $state_len:expr, $exp:expr) => {{
+        let (scratch, lanes, visible, states, state_len): (
+            &mut Lanes,
+            std::ops::Range<usize>,
+            usize,
+            &mut [f32],
+            usize,
+        ) = ($scratch, $lanes, $visible, $states, $state_len);
+        for lane in lanes.clone() {
+            let state = &mut states[lane * state_len..][..2];
+            let scores = &scratch.scores[lane * scratch.stride..][..visible];
+            // SAFETY: the build's features are enabled here; `max` takes any length.
+            let tile_max = unsafe { crate::attention::tile::avx2::max(scores) };
+            let new_max = state[0].max(tile_max);
+            // `exp(0) = 1`: most tiles leave the running max where it was.
+            let rescale = match state[0] == new_max {
+                true => 1.0,
+                false => (state[0] - new_max).exp(),
+            };
+            if rescale != 1.0 {
+                state[1] *= rescale;
+            }
+            state[0] = new_max;
+            scratch.rescales[lane] = rescale;
+        }
+        for lane in lanes {
+            let scores = &scratch.scores[lane * scratch.stride..][..visible];
+            let weights = &mut scratch.weights[lane * scratch.stride..][..visible];
+            ($exp)(scores, states[lane * state_len], weights);
+        }
+    }};
+}
+use softmax_step;
+
+pub(super) mod avx2;
 mod lanes;
 use lanes::{Lanes, WideTile};
 
-/// Whether [`attend_f16`] covers heads of `dim` dimensions.
+thread_local! {
+    /// A work item's lanes and widened tile: reused, items are many and short.
+    static SCRATCH: RefCell<(Lanes, WideTile)> = RefCell::new(Default::default());
+}
+
+/// Whether the phased builds cover heads of `dim` dimensions.
 pub(super) fn covers(dim: usize) -> bool {
     dim == 64 || dim == 128
 }
@@ -35,35 +87,16 @@ pub(super) fn covers(dim: usize) -> bool {
 /// pointers. (Everything else is reached through checked slices.)
 #[target_feature(enable = "avx2,fma,f16c,avx512f")]
 pub(super) unsafe fn attend_f16(at: &AttendItem<'_, '_>, keys: &[f16], values: &[f16], partial: &mut [f32]) {
-    let AttendItem {
-        scale,
-        layout,
-        seq,
-        item,
-        q,
-    } = *at;
-    let tiles = Tiles {
-        scale,
-        layout,
-        seq,
-        item,
-        q,
-        keys,
-        values,
-    };
-    thread_local! {
-        /// A work item's lanes and widened tile: reused, items are many and short.
-        static SCRATCH: RefCell<(Lanes, WideTile)> = RefCell::new(Default::default());
-    }
+    let tiles = Tiles::new(at, keys, values);
     SCRATCH.with_borrow_mut(|(lanes, wide)| {
-        let rows = item.rows.1;
-        let group = partial.len() / (rows * (layout.head_dim + 2));
-        let tile = layout.block_size.min(MAX_TILE);
+        let rows = at.item.rows.1;
+        let group = partial.len() / (rows * (at.layout.head_dim + 2));
+        let tile = at.layout.block_size.min(MAX_TILE);
         lanes.prepare(rows * group, tile);
-        wide.prepare(tile * layout.head_dim);
+        wide.prepare(tile * at.layout.head_dim);
         // SAFETY: the caller's contract; `D · 16` is the head size (64 or 128, `covers`).
         unsafe {
-            match layout.head_dim {
+            match at.layout.head_dim {
                 64 => tiles.run::<4>(partial, lanes, wide),
                 _ => tiles.run::<8>(partial, lanes, wide),
             }
@@ -82,7 +115,59 @@ struct Tiles<'s, 'a> {
     values: &'s [f16],
 }
 
-impl Tiles<'_, '_> {
+impl<'s, 'a> Tiles<'s, 'a> {
+    /// The item `at` over the pools `keys` and `values`.
+    fn new(at: &AttendItem<'s, 'a>, keys: &'s [f16], values: &'s [f16]) -> Self {
+        let AttendItem {
+            scale,
+            layout,
+            seq,
+            item,
+            q,
+        } = *at;
+        Self {
+            scale,
+            layout,
+            seq,
+            item,
+            q,
+            keys,
+            values,
+        }
+    }
+
+    /// Every lane's state before the first tile: max −∞, sum and accumulator 0.
+    fn start(&self, partial: &mut [f32]) {
+        partial.fill(0.0);
+        for state in partial.chunks_exact_mut(self.layout.head_dim + 2) {
+            state[0] = f32::NEG_INFINITY;
+        }
+    }
+
+    /// The tile starting at `key`: its keys (up to the block's end, the
+    /// item's and [`MAX_TILE`]) and the offset of its first K/V row in the pools.
+    fn tile_at(&self, key: usize) -> (usize, usize) {
+        let (dim, bs) = (self.layout.head_dim, self.layout.block_size);
+        let block = self.seq.blocks[key / bs];
+        let first_slot = key % bs;
+        let slots = (bs - first_slot).min(self.item.keys.1 - key).min(MAX_TILE);
+        (
+            slots,
+            self.layout.tile_offset(block, self.item.kv_head) + first_slot * dim,
+        )
+    }
+
+    /// Which rows see the tile of `slots` keys at `key`, and how many of
+    /// its keys each does. Query `i` of the sequence sees keys up to its own
+    /// position, `first_pos + i`: rows before the first returned end before
+    /// this tile; the others see it up to their own end.
+    fn seeing(&self, key: usize, slots: usize) -> (usize, impl Fn(usize) -> usize) {
+        let first_pos = self.seq.first_pos + self.item.rows.0;
+        (key.saturating_sub(first_pos), move |r: usize| {
+            slots.min(first_pos + r + 1 - key)
+        })
+    }
+
     /// The online softmax over the item's keys (`D`: registers of 16 per head).
     ///
     /// Each tile runs in phases over every (row, head) lane of the item that
@@ -101,17 +186,11 @@ impl Tiles<'_, '_> {
         let (dim, bs) = (self.layout.head_dim, self.layout.block_size);
         let rows = self.item.rows.1;
         let group = partial.len() / (rows * (dim + 2));
-        partial.fill(0.0);
-        for state in partial.chunks_exact_mut(dim + 2) {
-            state[0] = f32::NEG_INFINITY;
-        }
+        self.start(partial);
         let table = super::tile::avx512::load_table();
         let (mut key, end) = self.item.keys;
         while key < end {
-            let block = self.seq.blocks[key / bs];
-            let first_slot = key % bs;
-            let slots = (bs - first_slot).min(end - key).min(MAX_TILE);
-            let tile = self.layout.tile_offset(block, self.item.kv_head) + first_slot * dim;
+            let (slots, tile) = self.tile_at(key);
             let (k_tile, v_tile) = (
                 &self.keys[tile..tile + slots * dim],
                 &self.values[tile..tile + slots * dim],
@@ -119,12 +198,7 @@ impl Tiles<'_, '_> {
             if key + slots < end {
                 self.prefetch_tile(key + slots, (end - key - slots).min(bs));
             }
-            // Query `i` of the sequence sees keys `0..=first_pos + i`: rows
-            // before `first_seeing` end before this tile; the others see it up
-            // to their own end.
-            let first_seeing = key.saturating_sub(self.seq.first_pos + self.item.rows.0);
-            let first_pos = self.seq.first_pos + self.item.rows.0;
-            let visible = |r: usize| slots.min(first_pos + r + 1 - key);
+            let (first_seeing, visible) = self.seeing(key, slots);
             // Widened once, a tile serves every pass over it (three heads of a
             // row each); a decode row's two or three read it from the pool.
             let passes = (rows - first_seeing) * group.div_ceil(3);
@@ -167,7 +241,16 @@ impl Tiles<'_, '_> {
         // SAFETY: the caller's contract.
         unsafe { self.tile_scores::<E, D>(lanes, k_tile, group, first_seeing..rows, visible) };
         for r in first_seeing..rows {
-            softmax_step(lanes, table, r * group..(r + 1) * group, visible(r), partial, dim + 2);
+            softmax_step!(
+                lanes,
+                r * group..(r + 1) * group,
+                visible(r),
+                partial,
+                dim + 2,
+                |scores: &[f32], max: f32, weights: &mut [f32]| {
+                    super::tile::avx512::exp_shifted_with(table, scores, max, weights)
+                }
+            );
         }
         lanes.add_sums(partial, dim + 2, group, first_seeing..rows, visible);
         for r in first_seeing..rows {
@@ -227,8 +310,9 @@ impl Tiles<'_, '_> {
 
     /// Ask for the K and V rows of the tile at `key` (`slots` rows, one block)
     /// while the current tile computes: a decode step reads each cached row
-    /// once, from memory, and the blocks of a sequence are scattered.
-    #[target_feature(enable = "avx2,fma,f16c,avx512f")]
+    /// once, from memory, and the blocks of a sequence are scattered. (SSE's
+    /// prefetch, in every x86-64: both builds call it.)
+    #[target_feature(enable = "sse")]
     #[inline]
     fn prefetch_tile(&self, key: usize, slots: usize) {
         let (dim, bs) = (self.layout.head_dim, self.layout.block_size);
@@ -241,44 +325,6 @@ impl Tiles<'_, '_> {
                 _mm_prefetch::<_MM_HINT_T0>(line.as_ptr().cast());
             }
         }
-    }
-}
-
-/// The online-softmax step of a row's lanes (`lanes` of `scratch`, each over
-/// its first `visible` scores; `states`: the item's `[max, sum, acc]` per
-/// lane): each lane's new running max and the rescale of what it summed
-/// and accumulated so far, then every lane's weights `exp(score − max)`
-/// (the sums' additions come in [`Lanes::add_sums`]). Beside the tiles, not
-/// in `lanes.rs`: there its `exp` stopped inlining (the bench 12.2 → 13.8 ms).
-#[target_feature(enable = "avx2,fma,f16c,avx512f")]
-fn softmax_step(
-    scratch: &mut Lanes,
-    table: super::tile::avx512::Table,
-    lanes: std::ops::Range<usize>,
-    visible: usize,
-    states: &mut [f32],
-    state_len: usize,
-) {
-    for lane in lanes.clone() {
-        let state = &mut states[lane * state_len..][..2];
-        // SAFETY: the features are enabled here; `max` takes any length.
-        let tile_max = unsafe { super::tile::avx2::max(&scratch.scores[lane * scratch.stride..][..visible]) };
-        let new_max = state[0].max(tile_max);
-        // `exp(0) = 1`: most tiles leave the running max where it was.
-        let rescale = match state[0] == new_max {
-            true => 1.0,
-            false => (state[0] - new_max).exp(),
-        };
-        if rescale != 1.0 {
-            state[1] *= rescale;
-        }
-        state[0] = new_max;
-        scratch.rescales[lane] = rescale;
-    }
-    for lane in lanes {
-        let scores = &scratch.scores[lane * scratch.stride..][..visible];
-        let weights = &mut scratch.weights[lane * scratch.stride..][..visible];
-        super::tile::avx512::exp_shifted_with(table, scores, states[lane * state_len], weights);
     }
 }
 

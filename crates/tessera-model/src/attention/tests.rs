@@ -404,17 +404,21 @@ fn the_device_contract_reads_bf16_pools_exactly() {
     assert_eq!(from_bf16, from_f32);
 }
 
-/// The AVX-512 build for f16 K/V (up to three heads of a group per pass)
-/// gives the AVX2 build's bits for every work item: heads of 64 and 128,
+/// The phased builds for f16 K/V (up to three heads of a group per pass;
+/// AVX2 and, where the CPU has it, AVX-512) give the AVX2 build's bits for
+/// every work item: heads of 64 and 128,
 /// groups of 1, 2, 3, 4 (two pairs), 6 (two threes) and 7 (Qwen2.5-0.5B's:
 /// threes and a single head), partial tiles at both ends, a decode row,
 /// blocks of 24 and of 100 keys.
 #[cfg(target_arch = "x86_64")]
 #[test]
-fn the_avx512_head_pairs_equal_the_avx2_build_bit_for_bit() {
+fn the_phased_builds_equal_the_avx2_build_bit_for_bit() {
+    assert!(
+        simd::use_avx2(),
+        "this CPU has no AVX2: the phased builds cannot run here"
+    );
     if !simd::use_avx512() {
-        eprintln!("this CPU has no AVX-512 F: the head-pair build cannot run here; its check is skipped");
-        return;
+        eprintln!("this CPU has no AVX-512 F: only the AVX2 phased build is checked");
     }
     let case = |num_kv_heads, num_heads, head_dim, seqs| Case {
         layout: KvLayout {
@@ -462,7 +466,7 @@ fn the_avx512_head_pairs_equal_the_avx2_build_bit_for_bit() {
             let first_row = seq.first_row + item.rows.0;
             let q = &f.q[first_row * row_len..(first_row + item.rows.1) * row_len];
             let len = item.rows.1 * group * (dim + 2);
-            let (mut want, mut got) = (vec![0f32; len], vec![0f32; len]);
+            let (mut want, mut got, mut got_avx2) = (vec![0f32; len], vec![0f32; len], vec![0f32; len]);
             let at = AttendItem {
                 scale,
                 layout: case.layout,
@@ -470,13 +474,26 @@ fn the_avx512_head_pairs_equal_the_avx2_build_bit_for_bit() {
                 item: *item,
                 q,
             };
-            // SAFETY: the CPU has AVX-512 F, hence AVX2, FMA and F16C (checked above).
+            // SAFETY: the CPU has AVX2, FMA and F16C (checked above).
             unsafe {
                 attend_f16_avx2(&at, keys, values, &mut want);
-                pairs::attend_f16(&at, keys, values, &mut got);
+                pairs::avx2::attend_f16(&at, keys, values, &mut got_avx2);
             }
             let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
-            assert_eq!(bits(&got), bits(&want), "dim {dim}, group {group}, item {item:?}");
+            assert_eq!(
+                bits(&got_avx2),
+                bits(&want),
+                "AVX2: dim {dim}, group {group}, item {item:?}"
+            );
+            if simd::use_avx512() {
+                // SAFETY: the CPU has AVX-512 F (checked).
+                unsafe { pairs::attend_f16(&at, keys, values, &mut got) };
+                assert_eq!(
+                    bits(&got),
+                    bits(&want),
+                    "AVX-512: dim {dim}, group {group}, item {item:?}"
+                );
+            }
         }
     }
 }

@@ -1,4 +1,4 @@
-//! A work item's scratch for the AVX-512 tiles: each lane's scores,
+//! A work item's scratch for the phased tiles (AVX-512 and AVX2): each lane's scores,
 //! weights and rescale against the current tile, and the tile widened once.
 
 use super::{accumulate_rows, Element};
@@ -34,6 +34,23 @@ impl WideTile {
             for (i, out) in dst[..src.len()].chunks_exact_mut(16).enumerate() {
                 // SAFETY: 16 halves at `16 i < src.len()` (a multiple of 16), into 16 floats.
                 unsafe { _mm512_storeu_ps(out.as_mut_ptr(), super::widen(src.as_ptr().add(16 * i))) };
+            }
+        }
+    }
+
+    /// [`Self::widen`] on AVX2 (F16C: eight halves per conversion).
+    ///
+    /// # Safety
+    /// The CPU has AVX2, FMA and F16C; the tile holds a multiple of 16 halves,
+    /// at most what [`Self::prepare`] made room for (asserted).
+    #[target_feature(enable = "avx2,fma,f16c")]
+    #[inline]
+    pub(super) unsafe fn widen_avx2(&mut self, keys: &[f16], values: &[f16]) {
+        assert!(keys.len() <= self.keys.len() && keys.len() == values.len() && keys.len().is_multiple_of(16));
+        for (src, dst) in [(keys, &mut self.keys), (values, &mut self.values)] {
+            for (i, out) in dst[..src.len()].chunks_exact_mut(8).enumerate() {
+                // SAFETY: 8 halves at `8 i < src.len()` (a multiple of 16), into 8 floats.
+                unsafe { _mm256_storeu_ps(out.as_mut_ptr(), crate::simd::avx2::load_f16(src.as_ptr().add(8 * i))) };
             }
         }
     }

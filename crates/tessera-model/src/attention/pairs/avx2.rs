@@ -1,0 +1,334 @@
+//! The AVX2 build of the phased tiles, for f16 K/V with heads of 64 or 128
+//! dimensions, on the work items of a prefill chunk (several query rows:
+//! [`widens`]). Each tile is widened to `f32` once for every lane of the
+//! item, then run in the AVX-512 build's phases (all scores, the softmax
+//! steps, the sums, the V rows), with 8-lane registers:
+//! * scores: three heads against two keys at a time, each (head, key) in
+//!   `simd::dot`'s two accumulators (12 registers; five loads per six FMAs,
+//!   where one head against four keys took five per four), four keys'
+//!   sums reduced together as `tile::avx2`'s batched scores reduce them;
+//! * V rows: three heads' accumulators over 32 dimensions at a time (12
+//!   registers), each widened V register serving three FMAs and each
+//!   weight broadcast four.
+//!
+//! Every score and accumulator element takes the operations of
+//! `attend_f16_avx2` in the same order: the same bits. A decode row's two or
+//! three passes over a tile stay on that build (widening would cost them
+//! more than the conversions it saves).
+
+// Register tiles are indexed by key, head and lane group at once.
+#![allow(clippy::needless_range_loop)]
+
+use super::super::{tile, AttendItem};
+use super::{heads_per_step, reduce_four, Lanes, Tiles, MAX_TILE, SCRATCH};
+use half::f16;
+use std::arch::x86_64::*;
+
+/// Whether the item's passes over a tile are many enough for this build to
+/// widen it once for all of them: more than three (group heads taken three
+/// at a time, per query row).
+pub(in crate::attention) fn widens(at: &AttendItem<'_, '_>, group: usize) -> bool {
+    super::covers(at.layout.head_dim) && at.item.rows.1 * group.div_ceil(3) > 3
+}
+
+/// See `attend_range`, for f16 K/V and a head size `covers` accepts.
+///
+/// # Safety
+/// The CPU has AVX2, FMA and F16C, and `covers(layout.head_dim)`: the tiles
+/// read and write whole 64- or 128-wide heads through unchecked pointers.
+/// (Everything else is reached through checked slices.)
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(in crate::attention) unsafe fn attend_f16(
+    at: &AttendItem<'_, '_>,
+    keys: &[f16],
+    values: &[f16],
+    partial: &mut [f32],
+) {
+    let tiles = Tiles::new(at, keys, values);
+    SCRATCH.with_borrow_mut(|(lanes, wide)| {
+        let group = partial.len() / (at.item.rows.1 * (at.layout.head_dim + 2));
+        lanes.prepare(at.item.rows.1 * group, at.layout.block_size.min(MAX_TILE));
+        wide.prepare(at.layout.block_size.min(MAX_TILE) * at.layout.head_dim);
+        // SAFETY: the caller's contract; `D · 8` is the head size (64 or 128, `covers`).
+        unsafe {
+            match at.layout.head_dim {
+                64 => tiles.run_avx2::<8>(partial, lanes, wide),
+                _ => tiles.run_avx2::<16>(partial, lanes, wide),
+            }
+        }
+    })
+}
+
+impl Tiles<'_, '_> {
+    /// The online softmax over the item's keys (`D`: registers of 8 per
+    /// head), each tile widened, then run in phases (see `Tiles::run`).
+    ///
+    /// # Safety
+    /// The CPU has AVX2, FMA and F16C, and `D · 8 == layout.head_dim`.
+    #[target_feature(enable = "avx2,fma,f16c")]
+    unsafe fn run_avx2<const D: usize>(&self, partial: &mut [f32], lanes: &mut Lanes, wide: &mut super::WideTile) {
+        let (dim, bs) = (self.layout.head_dim, self.layout.block_size);
+        let (rows, state_len) = (self.item.rows.1, dim + 2);
+        let group = partial.len() / (rows * state_len);
+        self.start(partial);
+        let (mut key, end) = self.item.keys;
+        while key < end {
+            let (slots, tile) = self.tile_at(key);
+            if key + slots < end {
+                self.prefetch_tile(key + slots, (end - key - slots).min(bs));
+            }
+            // SAFETY: the features are enabled; the tile holds `slots · dim` halves
+            // (a multiple of 16), `slots <= MAX_TILE`, what `prepare` made room for.
+            unsafe { wide.widen_avx2(&self.keys[tile..][..slots * dim], &self.values[tile..][..slots * dim]) };
+            let (k_tile, v_tile) = (&wide.keys[..slots * dim], &wide.values[..slots * dim]);
+            let (first_seeing, visible) = self.seeing(key, slots);
+            for r in first_seeing..rows {
+                let k = &k_tile[..visible(r) * dim];
+                let mut g = 0;
+                while g < group {
+                    let heads = heads_per_step(group - g);
+                    // SAFETY: the caller's contract; `visible(r) <= slots <= lanes.stride`.
+                    unsafe { self.scores_avx2::<D>(lanes, k, r, g, heads, group) };
+                    g += heads;
+                }
+            }
+            for r in first_seeing..rows {
+                super::softmax_step!(
+                    lanes,
+                    r * group..(r + 1) * group,
+                    visible(r),
+                    partial,
+                    state_len,
+                    |scores: &[f32], max: f32, weights: &mut [f32]| {
+                        // SAFETY: the features are enabled here; any lengths.
+                        unsafe { tile::avx2::exp_shifted(scores, max, weights) }
+                    }
+                );
+            }
+            lanes.add_sums(partial, state_len, group, first_seeing..rows, &visible);
+            for r in first_seeing..rows {
+                let v = &v_tile[..visible(r) * dim];
+                let mut g = 0;
+                while g < group {
+                    let heads = heads_per_step(group - g);
+                    let lane = r * group + g;
+                    let states = &mut partial[lane * state_len..][..heads * state_len];
+                    // SAFETY: the caller's contract; each state holds `2 + dim` floats.
+                    unsafe { accumulate::<D>(lanes, heads, lane, v, states) };
+                    g += heads;
+                }
+            }
+            key += slots;
+        }
+    }
+
+    /// Scores of `heads` lanes of row `r` from head `g` of its group against
+    /// the (widened) keys `k`.
+    ///
+    /// # Safety
+    /// The CPU has AVX2, FMA and F16C; `D · 8 == layout.head_dim`; `k` holds
+    /// at most `lanes.stride` rows.
+    #[target_feature(enable = "avx2,fma,f16c")]
+    #[inline]
+    unsafe fn scores_avx2<const D: usize>(
+        &self,
+        lanes: &mut Lanes,
+        k: &[f32],
+        r: usize,
+        g: usize,
+        heads: usize,
+        group: usize,
+    ) {
+        let dim = self.layout.head_dim;
+        let row_len = self.q.len() / self.item.rows.1;
+        let heads_q = &self.q[r * row_len + self.item.kv_head * group * dim..][..group * dim];
+        let q = |h: usize| &heads_q[(g + h) * dim..][..dim];
+        let stride = lanes.stride;
+        let out = &mut lanes.scores[(r * group + g) * stride..][..heads * stride];
+        // SAFETY: the caller's contract; each query head holds `dim = D · 8` floats
+        // and each lane's scores `stride` of them.
+        unsafe {
+            match heads {
+                3 => scaled_dots::<3, D>([q(0), q(1), q(2)], k, self.scale, out, stride),
+                2 => scaled_dots::<2, D>([q(0), q(1)], k, self.scale, out, stride),
+                _ => scaled_dots::<1, D>([q(0)], k, self.scale, out, stride),
+            }
+        }
+    }
+}
+
+/// `scores[h · stride + key] = dot(q[h], k[key]) · scale` for every row of
+/// `k`, in `simd::dot`'s order: per key two accumulators (dimensions
+/// `16i..16i + 8` and `16i + 8..16i + 16`), their sum, then the tree of
+/// `tile::avx2::partial_sums` (four keys at a time) or `horizontal_sum`
+/// (the last ones, one by one).
+///
+/// # Safety
+/// The CPU has AVX2, FMA and F16C; each `q[h]` holds at least `D · 8`
+/// floats; `k` (rows of `D · 8`) holds at most `stride` rows, and `scores`
+/// `H · stride` floats (asserted: four scores are stored at a time, unchecked).
+#[target_feature(enable = "avx2,fma,f16c")]
+#[inline]
+unsafe fn scaled_dots<const H: usize, const D: usize>(
+    q: [&[f32]; H],
+    k: &[f32],
+    scale: f32,
+    scores: &mut [f32],
+    stride: usize,
+) {
+    let dim = D * 8;
+    let keys = k.len() / dim;
+    assert!(
+        keys <= stride && scores.len() >= H * stride,
+        "scores shorter than the tile"
+    );
+    let queries = q.map(|q| q.as_ptr());
+    let mut key = 0;
+    while key + 4 <= keys {
+        // SAFETY: keys `key..key + 4` are rows of `k`; the queries hold `dim` floats.
+        let (a, b) = unsafe {
+            (
+                two_keys::<H, D>(queries, k.as_ptr().add(key * dim)),
+                two_keys::<H, D>(queries, k.as_ptr().add((key + 2) * dim)),
+            )
+        };
+        for h in 0..H {
+            let sums = reduce_four([a[h][0], a[h][1], b[h][0], b[h][1]]);
+            // SAFETY: `key + 4 <= keys <= stride`, inside lane `h`'s `stride` floats.
+            unsafe {
+                _mm_storeu_ps(
+                    scores.as_mut_ptr().add(h * stride + key),
+                    _mm_mul_ps(sums, _mm_set1_ps(scale)),
+                )
+            };
+        }
+        key += 4;
+    }
+    for key in key..keys {
+        for h in 0..H {
+            // SAFETY: the features are enabled here; any lengths.
+            scores[h * stride + key] = unsafe { crate::simd::avx2::dot(q[h], &k[key * dim..][..dim]) } * scale;
+        }
+    }
+}
+
+/// Two keys' `acc0 + acc1` (see [`scaled_dots`]) for each of `H` heads.
+///
+/// # Safety
+/// The CPU has AVX2, FMA and F16C; `k` points at two readable rows of
+/// `D · 8` floats; each `q[h]` at `D · 8` readable floats.
+#[target_feature(enable = "avx2,fma,f16c")]
+#[inline]
+unsafe fn two_keys<const H: usize, const D: usize>(q: [*const f32; H], k: *const f32) -> [[__m256; 2]; H] {
+    let dim = D * 8;
+    let mut acc0 = [[_mm256_setzero_ps(); 2]; H];
+    let mut acc1 = [[_mm256_setzero_ps(); 2]; H];
+    for i in (0..dim).step_by(16) {
+        for (half, acc) in [(0, &mut acc0), (8, &mut acc1)] {
+            // SAFETY: `i + half + 8 <= dim`, inside both rows and every query.
+            let (k0, k1) = unsafe { (_mm256_loadu_ps(k.add(i + half)), _mm256_loadu_ps(k.add(dim + i + half))) };
+            for h in 0..H {
+                // SAFETY: as above.
+                let qv = unsafe { _mm256_loadu_ps(q[h].add(i + half)) };
+                acc[h][0] = _mm256_fmadd_ps(qv, k0, acc[h][0]);
+                acc[h][1] = _mm256_fmadd_ps(qv, k1, acc[h][1]);
+            }
+        }
+    }
+    std::array::from_fn(|h| {
+        [
+            _mm256_add_ps(acc0[h][0], acc1[h][0]),
+            _mm256_add_ps(acc0[h][1], acc1[h][1]),
+        ]
+    })
+}
+
+/// The V rows `v` into `heads` lanes' accumulators from `lane` on
+/// (`states`: their `[max, sum, acc]`, one after another).
+///
+/// # Safety
+/// The CPU has AVX2, FMA and F16C; each state holds `2 + D · 8` floats; `v`
+/// holds at most `lanes.stride` rows of `D · 8` floats.
+#[target_feature(enable = "avx2,fma,f16c")]
+#[inline]
+unsafe fn accumulate<const D: usize>(lanes: &Lanes, heads: usize, lane: usize, v: &[f32], states: &mut [f32]) {
+    let state_len = D * 8 + 2;
+    let weights = &lanes.weights[lane * lanes.stride..][..heads * lanes.stride];
+    let rescales = &lanes.rescales[lane..lane + heads];
+    // SAFETY: the caller's contract.
+    unsafe {
+        match heads {
+            3 => {
+                let (a, rest) = states.split_at_mut(state_len);
+                let (b, c) = rest.split_at_mut(state_len);
+                accumulate_rows::<3, D>(
+                    [a, b, c],
+                    [rescales[0], rescales[1], rescales[2]],
+                    weights,
+                    lanes.stride,
+                    v,
+                )
+            }
+            2 => {
+                let (a, b) = states.split_at_mut(state_len);
+                accumulate_rows::<2, D>([a, b], [rescales[0], rescales[1]], weights, lanes.stride, v)
+            }
+            _ => accumulate_rows::<1, D>([states], [rescales[0]], weights, lanes.stride, v),
+        }
+    }
+}
+
+/// `acc_h = acc_h · rescale_h` (when not 1), then `acc_h += weights[h][i] · v_i`
+/// for each V row in order, one FMA per element and row (`axpy_rows_f16`'s
+/// arithmetic), 32 dimensions of every head at a time in registers.
+///
+/// # Safety
+/// The CPU has AVX2, FMA and F16C, and each state holds at least
+/// `2 + D · 8` floats (loaded and stored unchecked). (`v` is taken as rows
+/// of `D · 8` floats, at most `stride` of them: asserted.)
+#[target_feature(enable = "avx2,fma,f16c")]
+#[inline]
+unsafe fn accumulate_rows<const H: usize, const D: usize>(
+    states: [&mut [f32]; H],
+    rescales: [f32; H],
+    weights: &[f32],
+    stride: usize,
+    v: &[f32],
+) {
+    let dim = D * 8;
+    let rows = v.len() / dim;
+    assert!(
+        rows <= stride && weights.len() >= (H - 1) * stride + rows,
+        "more V rows than weights"
+    );
+    let accs = states.map(|state| state[2..].as_mut_ptr());
+    for chunk in (0..dim).step_by(32) {
+        let mut acc = [[_mm256_setzero_ps(); 4]; H];
+        for h in 0..H {
+            for (j, lanes) in acc[h].iter_mut().enumerate() {
+                // SAFETY: the state holds `2 + dim` floats (the caller's contract), and
+                // `chunk + 8j + 8 <= dim`.
+                *lanes = unsafe { _mm256_loadu_ps(accs[h].add(chunk + 8 * j)) };
+                if rescales[h] != 1.0 {
+                    *lanes = _mm256_mul_ps(*lanes, _mm256_set1_ps(rescales[h]));
+                }
+            }
+        }
+        for i in 0..rows {
+            let alphas: [__m256; H] = std::array::from_fn(|h| _mm256_set1_ps(weights[h * stride + i]));
+            for j in 0..4 {
+                // SAFETY: row `i < rows` holds `dim` floats, and `chunk + 8j + 8 <= dim`.
+                let x = unsafe { _mm256_loadu_ps(v.as_ptr().add(i * dim + chunk + 8 * j)) };
+                for h in 0..H {
+                    acc[h][j] = _mm256_fmadd_ps(alphas[h], x, acc[h][j]);
+                }
+            }
+        }
+        for h in 0..H {
+            for (j, lanes) in acc[h].iter().enumerate() {
+                // SAFETY: as the loads above; the states are borrowed mutably.
+                unsafe { _mm256_storeu_ps(accs[h].add(chunk + 8 * j), *lanes) };
+            }
+        }
+    }
+}
