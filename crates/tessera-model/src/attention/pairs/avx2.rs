@@ -145,6 +145,7 @@ impl Tiles<'_, '_> {
         let q = |h: usize| &heads_q[(g + h) * dim..][..dim];
         let stride = lanes.stride;
         let out = &mut lanes.scores[(r * group + g) * stride..][..heads * stride];
+        let out = (out, &mut lanes.key_sums[..]);
         // SAFETY: the caller's contract; each query head holds `dim = D · 8` floats
         // and each lane's scores `stride` of them.
         unsafe {
@@ -161,86 +162,116 @@ impl Tiles<'_, '_> {
 /// `k`, in `simd::dot`'s order: per key two accumulators (dimensions
 /// `16i..16i + 8` and `16i + 8..16i + 16`), their sum, then the tree of
 /// `tile::avx2::partial_sums` (four keys at a time) or `horizontal_sum`
-/// (the last ones, one by one).
+/// (the last ones, one by one). The two accumulators are separate chains,
+/// so they run one after the other, three keys at a time: 9 registers of
+/// sums, six loads per nine FMAs; `key_sums` holds their eight lanes per key
+/// until the reduction.
 ///
 /// # Safety
 /// The CPU has AVX2, FMA and F16C; each `q[h]` holds at least `D · 8`
-/// floats; `k` (rows of `D · 8`) holds at most `stride` rows, and `scores`
-/// `H · stride` floats (asserted: four scores are stored at a time, unchecked).
+/// floats; `k` (rows of `D · 8`) holds at most `stride` rows, `scores`
+/// `H · stride` floats and `key_sums` `H · 8 · stride` (asserted: four scores
+/// are stored at a time, unchecked).
 #[target_feature(enable = "avx2,fma,f16c")]
 #[inline]
 unsafe fn scaled_dots<const H: usize, const D: usize>(
     q: [&[f32]; H],
     k: &[f32],
     scale: f32,
-    scores: &mut [f32],
+    (scores, key_sums): (&mut [f32], &mut [f32]),
     stride: usize,
 ) {
     let dim = D * 8;
     let keys = k.len() / dim;
     assert!(
-        keys <= stride && scores.len() >= H * stride,
+        keys <= stride && scores.len() >= H * stride && key_sums.len() >= H * 8 * stride,
         "scores shorter than the tile"
     );
     let queries = q.map(|q| q.as_ptr());
-    let mut key = 0;
-    while key + 4 <= keys {
-        // SAFETY: keys `key..key + 4` are rows of `k`; the queries hold `dim` floats.
-        let (a, b) = unsafe {
-            (
-                two_keys::<H, D>(queries, k.as_ptr().add(key * dim)),
-                two_keys::<H, D>(queries, k.as_ptr().add((key + 2) * dim)),
-            )
-        };
-        for h in 0..H {
-            let sums = reduce_four([a[h][0], a[h][1], b[h][0], b[h][1]]);
+    let sums = key_sums.as_mut_ptr();
+    // Keys `key..key + B <= keys` are rows of `k`, the queries hold `dim`
+    // floats, and lane `h`'s sums of those keys lie inside `key_sums` (asserted).
+    let block = |key: usize, len: usize| {
+        // SAFETY: the features are enabled here; the bounds above.
+        unsafe {
+            let at = k.as_ptr().add(key * dim);
+            match len {
+                3 => key_block::<H, D, 3>(queries, at, sums, stride, key),
+                2 => key_block::<H, D, 2>(queries, at, sums, stride, key),
+                _ => key_block::<H, D, 1>(queries, at, sums, stride, key),
+            }
+        }
+    };
+    for key in (0..keys).step_by(3) {
+        block(key, (keys - key).min(3));
+    }
+    for h in 0..H {
+        // SAFETY: lane `h`'s `keys <= stride` sums of eight, inside `key_sums` (asserted).
+        let sum = |key: usize| unsafe { _mm256_loadu_ps(sums.add((h * stride + key) * 8)) };
+        let mut key = 0;
+        while key + 4 <= keys {
+            let four = reduce_four([sum(key), sum(key + 1), sum(key + 2), sum(key + 3)]);
             // SAFETY: `key + 4 <= keys <= stride`, inside lane `h`'s `stride` floats.
             unsafe {
                 _mm_storeu_ps(
                     scores.as_mut_ptr().add(h * stride + key),
-                    _mm_mul_ps(sums, _mm_set1_ps(scale)),
+                    _mm_mul_ps(four, _mm_set1_ps(scale)),
                 )
             };
+            key += 4;
         }
-        key += 4;
-    }
-    for key in key..keys {
-        for h in 0..H {
-            // SAFETY: the features are enabled here; any lengths.
-            scores[h * stride + key] = unsafe { crate::simd::avx2::dot(q[h], &k[key * dim..][..dim]) } * scale;
+        for key in key..keys {
+            scores[h * stride + key] = crate::simd::avx2::horizontal_sum(sum(key)) * scale;
         }
     }
 }
 
-/// Two keys' `acc0 + acc1` (see [`scaled_dots`]) for each of `H` heads.
+/// `B` keys' `acc0 + acc1` (see [`scaled_dots`]) for each of `H` heads, into
+/// `sums` at lane `h`, key `first + j` (eight floats each, `stride` keys per
+/// lane): first every `acc0`, stored, then every `acc1`, added.
 ///
 /// # Safety
-/// The CPU has AVX2, FMA and F16C; `k` points at two readable rows of
-/// `D · 8` floats; each `q[h]` at `D · 8` readable floats.
+/// The CPU has AVX2, FMA and F16C; `k` points at `B` readable rows of
+/// `D · 8` floats; each `q[h]` at `D · 8` readable floats; `sums` holds
+/// `(h · stride + first + B) · 8` floats for every `h < H`.
 #[target_feature(enable = "avx2,fma,f16c")]
 #[inline]
-unsafe fn two_keys<const H: usize, const D: usize>(q: [*const f32; H], k: *const f32) -> [[__m256; 2]; H] {
+unsafe fn key_block<const H: usize, const D: usize, const B: usize>(
+    q: [*const f32; H],
+    k: *const f32,
+    sums: *mut f32,
+    stride: usize,
+    first: usize,
+) {
     let dim = D * 8;
-    let mut acc0 = [[_mm256_setzero_ps(); 2]; H];
-    let mut acc1 = [[_mm256_setzero_ps(); 2]; H];
-    for i in (0..dim).step_by(16) {
-        for (half, acc) in [(0, &mut acc0), (8, &mut acc1)] {
-            // SAFETY: `i + half + 8 <= dim`, inside both rows and every query.
-            let (k0, k1) = unsafe { (_mm256_loadu_ps(k.add(i + half)), _mm256_loadu_ps(k.add(dim + i + half))) };
+    for half in [0, 8] {
+        let mut acc = [[_mm256_setzero_ps(); B]; H];
+        for i in (half..dim).step_by(16) {
+            // SAFETY: `i + 8 <= dim`, inside every row and every query.
+            let kv: [__m256; B] = std::array::from_fn(|j| unsafe { _mm256_loadu_ps(k.add(j * dim + i)) });
             for h in 0..H {
                 // SAFETY: as above.
-                let qv = unsafe { _mm256_loadu_ps(q[h].add(i + half)) };
-                acc[h][0] = _mm256_fmadd_ps(qv, k0, acc[h][0]);
-                acc[h][1] = _mm256_fmadd_ps(qv, k1, acc[h][1]);
+                let qv = unsafe { _mm256_loadu_ps(q[h].add(i)) };
+                for j in 0..B {
+                    acc[h][j] = _mm256_fmadd_ps(qv, kv[j], acc[h][j]);
+                }
+            }
+        }
+        for h in 0..H {
+            for j in 0..B {
+                // SAFETY: the caller's contract.
+                unsafe {
+                    let at = sums.add((h * stride + first + j) * 8);
+                    let sum = if half == 0 {
+                        acc[h][j]
+                    } else {
+                        _mm256_add_ps(_mm256_loadu_ps(at), acc[h][j])
+                    };
+                    _mm256_storeu_ps(at, sum);
+                }
             }
         }
     }
-    std::array::from_fn(|h| {
-        [
-            _mm256_add_ps(acc0[h][0], acc1[h][0]),
-            _mm256_add_ps(acc0[h][1], acc1[h][1]),
-        ]
-    })
 }
 
 /// The V rows `v` into `heads` lanes' accumulators from `lane` on

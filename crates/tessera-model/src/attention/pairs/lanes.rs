@@ -66,6 +66,9 @@ pub(super) struct Lanes {
     pub(super) scores: Vec<f32>,
     pub(super) weights: Vec<f32>,
     pub(super) rescales: Vec<f32>,
+    /// Three lanes' eight partial sums per key before their reduction
+    /// (the AVX2 scores, `8 · stride` floats per lane).
+    pub(super) key_sums: Vec<f32>,
 }
 
 impl Lanes {
@@ -83,6 +86,9 @@ impl Lanes {
         }
         if self.rescales.len() < lanes {
             self.rescales.resize(lanes, f32::NAN);
+        }
+        if self.key_sums.len() < 3 * 8 * self.stride {
+            self.key_sums.resize(3 * 8 * self.stride, f32::NAN);
         }
     }
 
