@@ -88,12 +88,7 @@ pub(super) fn covers(dim: usize) -> bool {
 #[target_feature(enable = "avx2,fma,f16c,avx512f")]
 pub(super) unsafe fn attend_f16(at: &AttendItem<'_, '_>, keys: &[f16], values: &[f16], partial: &mut [f32]) {
     let tiles = Tiles::new(at, keys, values);
-    SCRATCH.with_borrow_mut(|(lanes, wide)| {
-        let rows = at.item.rows.1;
-        let group = partial.len() / (rows * (at.layout.head_dim + 2));
-        let tile = at.layout.block_size.min(MAX_TILE);
-        lanes.prepare(rows * group, tile);
-        wide.prepare(tile * at.layout.head_dim);
+    with_scratch(at, partial.len(), |lanes, wide| {
         // SAFETY: the caller's contract; `D · 16` is the head size (64 or 128, `covers`).
         unsafe {
             match at.layout.head_dim {
@@ -101,6 +96,19 @@ pub(super) unsafe fn attend_f16(at: &AttendItem<'_, '_>, keys: &[f16], values: &
                 _ => tiles.run::<8>(partial, lanes, wide),
             }
         }
+    })
+}
+
+/// `run` on this thread's scratch, with room for the item `at`'s lanes
+/// (its states: `partial_len` floats) and tiles.
+fn with_scratch(at: &AttendItem<'_, '_>, partial_len: usize, run: impl FnOnce(&mut Lanes, &mut WideTile)) {
+    SCRATCH.with_borrow_mut(|(lanes, wide)| {
+        let rows = at.item.rows.1;
+        let group = partial_len / (rows * (at.layout.head_dim + 2));
+        let tile = at.layout.block_size.min(MAX_TILE);
+        lanes.prepare(rows * group, tile);
+        wide.prepare(tile * at.layout.head_dim);
+        run(lanes, wide)
     })
 }
 

@@ -23,7 +23,7 @@
 #![allow(clippy::needless_range_loop)]
 
 use super::super::{tile, AttendItem};
-use super::{heads_per_step, reduce_four, Lanes, Tiles, MAX_TILE, SCRATCH};
+use super::{heads_per_step, reduce_four, with_scratch, Lanes, Tiles};
 use half::f16;
 use std::arch::x86_64::*;
 
@@ -48,10 +48,7 @@ pub(in crate::attention) unsafe fn attend_f16(
     partial: &mut [f32],
 ) {
     let tiles = Tiles::new(at, keys, values);
-    SCRATCH.with_borrow_mut(|(lanes, wide)| {
-        let group = partial.len() / (at.item.rows.1 * (at.layout.head_dim + 2));
-        lanes.prepare(at.item.rows.1 * group, at.layout.block_size.min(MAX_TILE));
-        wide.prepare(at.layout.block_size.min(MAX_TILE) * at.layout.head_dim);
+    with_scratch(at, partial.len(), |lanes, wide| {
         // SAFETY: the caller's contract; `D · 8` is the head size (64 or 128, `covers`).
         unsafe {
             match at.layout.head_dim {
@@ -287,27 +284,21 @@ unsafe fn key_block<const H: usize, const D: usize, const B: usize>(
 #[inline]
 unsafe fn accumulate<const D: usize>(lanes: &Lanes, heads: usize, lane: usize, v: &[f32], states: &mut [f32]) {
     let state_len = D * 8 + 2;
-    let weights = &lanes.weights[lane * lanes.stride..][..heads * lanes.stride];
-    let rescales = &lanes.rescales[lane..lane + heads];
-    // SAFETY: the caller's contract.
-    unsafe {
-        match heads {
-            3 => {
-                let (a, rest) = states.split_at_mut(state_len);
-                let (b, c) = rest.split_at_mut(state_len);
-                accumulate_rows::<3, D>(
-                    [a, b, c],
-                    [rescales[0], rescales[1], rescales[2]],
-                    weights,
-                    lanes.stride,
-                    v,
-                )
-            }
-            2 => {
-                let (a, b) = states.split_at_mut(state_len);
-                accumulate_rows::<2, D>([a, b], [rescales[0], rescales[1]], weights, lanes.stride, v)
-            }
-            _ => accumulate_rows::<1, D>([states], [rescales[0]], weights, lanes.stride, v),
+    match heads {
+        3 => {
+            let (states, rescales, weights) = lanes.heads::<3>(lane, states, state_len);
+            // SAFETY: the caller's contract.
+            unsafe { accumulate_rows::<3, D>(states, rescales, weights, lanes.stride, v) }
+        }
+        2 => {
+            let (states, rescales, weights) = lanes.heads::<2>(lane, states, state_len);
+            // SAFETY: the caller's contract.
+            unsafe { accumulate_rows::<2, D>(states, rescales, weights, lanes.stride, v) }
+        }
+        _ => {
+            let (states, rescales, weights) = lanes.heads::<1>(lane, states, state_len);
+            // SAFETY: the caller's contract.
+            unsafe { accumulate_rows::<1, D>(states, rescales, weights, lanes.stride, v) }
         }
     }
 }

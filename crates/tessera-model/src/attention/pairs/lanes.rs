@@ -135,6 +135,23 @@ impl Lanes {
         }
     }
 
+    /// What the V step of `H` lanes from `lane` on takes: their states
+    /// (`states`: theirs, `state_len` floats each, one after another; a
+    /// shorter slice panics), rescales, and weights (`stride` apart).
+    #[allow(clippy::type_complexity)] // the three arguments of `accumulate_rows`
+    pub(super) fn heads<'l, const H: usize>(
+        &'l self,
+        lane: usize,
+        states: &'l mut [f32],
+        state_len: usize,
+    ) -> ([&'l mut [f32]; H], [f32; H], &'l [f32]) {
+        let mut chunks = states[..H * state_len].chunks_exact_mut(state_len);
+        // `H` whole chunks: the slice above holds exactly that many.
+        let states = std::array::from_fn(|_| chunks.next().unwrap_or_default());
+        let rescales = std::array::from_fn(|h| self.rescales[lane + h]);
+        (states, rescales, &self.weights[lane * self.stride..][..H * self.stride])
+    }
+
     /// The V rows `v` into `heads` lanes' accumulators from `lane` on
     /// (`states`: their `[max, sum, acc]`, one after another).
     ///
@@ -151,27 +168,21 @@ impl Lanes {
         states: &mut [f32],
     ) {
         let state_len = D * 16 + 2;
-        let weights = &self.weights[lane * self.stride..][..heads * self.stride];
-        let rescales = &self.rescales[lane..lane + heads];
-        // SAFETY: the caller's contract.
-        unsafe {
-            match heads {
-                3 => {
-                    let (a, rest) = states.split_at_mut(state_len);
-                    let (b, c) = rest.split_at_mut(state_len);
-                    accumulate_rows::<E, 3, D>(
-                        [a, b, c],
-                        [rescales[0], rescales[1], rescales[2]],
-                        weights,
-                        self.stride,
-                        v,
-                    )
-                }
-                2 => {
-                    let (a, b) = states.split_at_mut(state_len);
-                    accumulate_rows::<E, 2, D>([a, b], [rescales[0], rescales[1]], weights, self.stride, v)
-                }
-                _ => accumulate_rows::<E, 1, D>([states], [rescales[0]], weights, self.stride, v),
+        match heads {
+            3 => {
+                let (states, rescales, weights) = self.heads::<3>(lane, states, state_len);
+                // SAFETY: the caller's contract.
+                unsafe { accumulate_rows::<E, 3, D>(states, rescales, weights, self.stride, v) }
+            }
+            2 => {
+                let (states, rescales, weights) = self.heads::<2>(lane, states, state_len);
+                // SAFETY: the caller's contract.
+                unsafe { accumulate_rows::<E, 2, D>(states, rescales, weights, self.stride, v) }
+            }
+            _ => {
+                let (states, rescales, weights) = self.heads::<1>(lane, states, state_len);
+                // SAFETY: the caller's contract.
+                unsafe { accumulate_rows::<E, 1, D>(states, rescales, weights, self.stride, v) }
             }
         }
     }
