@@ -141,16 +141,22 @@ class Server:
         raise SystemExit("soak: the server did not start within 10 minutes")
 
     def stop(self):
+        """SIGTERM, then reap: the exit code and the process's peak RSS in bytes over its whole
+        life, its shutdown (the cache save) included, which sampling every 2 s could miss."""
         self.process.send_signal(signal.SIGTERM)
-        try:
-            return self.process.wait(timeout=120)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            raise SystemExit("soak: the server did not stop within 120 s of SIGTERM")
+        deadline = time.time() + 120
+        while time.time() < deadline:
+            pid, status, usage = os.wait4(self.process.pid, os.WNOHANG)
+            if pid:
+                self.process.returncode = os.waitstatus_to_exitcode(status)
+                return self.process.returncode, usage.ru_maxrss * 1024
+            time.sleep(0.05)
+        self.process.kill()
+        raise SystemExit("soak: the server did not stop within 120 s of SIGTERM")
 
-    def rss_bytes(self):
+    def rss_bytes(self, pid=None):
         try:
-            with open(f"/proc/{self.process.pid}/status") as status:
+            with open(f"/proc/{pid or self.process.pid}/status") as status:
                 for line in status:
                     if line.startswith("VmRSS:"):
                         return int(line.split()[1]) * 1024
@@ -474,14 +480,18 @@ def main():
     server.start()
     start_values = metrics(args.port)
     pool_bytes = start_values["tessera_kv_blocks_total"] * start_values["tessera_kv_block_bytes"]
-    lives = [{"life": 1, "rss_start": server.rss_bytes(), "rss": [], "started": time.time()}]
+    lives = [{"life": 1, "pid": server.process.pid, "rss_start": server.rss_bytes(), "rss": [],
+              "started": time.time()}]
     sampling = threading.Event()
 
     def sample_rss():
         while not sampling.wait(2):
-            rss = server.rss_bytes()
+            # A life's samples are its own process's, its shutdown (the cache save) included; the
+            # next process's start-up (the cache restore) before its life is recorded is neither's.
+            life = lives[-1]
+            rss = server.rss_bytes(life["pid"])
             if rss:
-                lives[-1]["rss"].append((time.time() - lives[-1]["started"], rss))
+                life["rss"].append((time.time() - life["started"], rss))
 
     threading.Thread(target=sample_rss, daemon=True).start()
     workers = [threading.Thread(target=soak.worker, args=(i,)) for i in range(args.workers)]
@@ -496,7 +506,7 @@ def main():
     time.sleep(0.5)
     in_flight = soak.in_flight
     before = time.time()
-    code = server.stop()
+    code, lives[-1]["rss_peak"] = server.stop()
     drained_s = time.time() - before
     lost_before = tally.total("lost", life=1)
     log = server.log()
@@ -504,7 +514,8 @@ def main():
     soak.life = 2
     server.start()
     restored = re.findall(r"restored the prefix cache.*?blocks=(\d+)", server.log())
-    lives.append({"life": 2, "rss_start": server.rss_bytes(), "rss": [], "started": time.time()})
+    lives.append({"life": 2, "pid": server.process.pid, "rss_start": server.rss_bytes(), "rss": [],
+                  "started": time.time()})
     life2_start = counters(metrics(args.port))
     probes = probe_restored(args.port, tally)
     tally.add(2, "complete", len(probes))
@@ -522,7 +533,7 @@ def main():
     end_values = wait_idle(args.port)
     life2_end = counters(end_values)
     lives[-1]["rss_end"] = server.rss_bytes()
-    server.stop()
+    _, lives[-1]["rss_peak"] = server.stop()
 
     problems = list(tally.failures)
     problems += pool_problems(end_values)
