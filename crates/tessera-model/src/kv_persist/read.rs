@@ -23,7 +23,10 @@ struct Entry {
 
 /// Restore a file written by [`save_prefix_cache`](super::save_prefix_cache)
 /// into a pool and cache with free blocks. Returns the number of blocks
-/// restored (cached, evictable). A refused file leaves the pool as it was.
+/// restored (cached, evictable). A file refused before its blocks are placed
+/// leaves the pool as it was; one that fails while its rows are read in (an
+/// I/O or device error) drops every cached block, so none holds rows that are
+/// not its tokens' (at start, the pool has no other).
 pub fn load_prefix_cache(
     path: &Path,
     pool: &mut BlockPool,
