@@ -20,6 +20,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
         &[
             "candle-core",
             "candle-nn",
+            "crc32fast",
             "half",
             "minijinja",
             "minijinja-contrib",
