@@ -58,20 +58,17 @@ struct FileReader {
 
 impl FileReader {
     fn open(path: &Path) -> Result<Self, PersistError> {
-        let path = path.display().to_string();
-        let file = File::open(&path).map_err(|source| PersistError::Io {
-            path: path.clone(),
+        let io = |source| PersistError::Io {
+            path: path.display().to_string(),
             source,
-        })?;
-        let len = file.metadata().map_err(|source| PersistError::Io {
-            path: path.clone(),
-            source,
-        })?;
+        };
+        let file = File::open(path).map_err(io)?;
+        let len = file.metadata().map_err(io)?.len();
         Ok(Self {
-            path,
+            path: path.display().to_string(),
             inner: BufReader::with_capacity(1 << 20, file),
             at: 0,
-            end: len.len().saturating_sub(4),
+            end: len.saturating_sub(4),
         })
     }
 
