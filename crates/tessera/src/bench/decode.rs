@@ -126,8 +126,8 @@ pub(super) struct BatchRow {
 pub(super) struct ModeResults {
     pub name: &'static str,
     pub single: Timeline,
-    /// The fastest single-stream round's decode rate (tok/s).
-    pub fastest_single: f64,
+    /// Each single-stream round's decode rate (tok/s), in the order they ran.
+    pub single_rounds: Vec<f64>,
     pub batched: Vec<BatchRow>,
     pub agent: Vec<(&'static str, Timeline)>,
 }
@@ -365,12 +365,12 @@ fn measure(
     let results = sides.iter().zip(single).zip(batched).zip(agent);
     results
         .map(|((((name, _), single), batched), agent)| {
-            let fastest_single = single.iter().map(Timeline::decode_rate).fold(0f64, f64::max);
+            let single_rounds = single.iter().map(Timeline::decode_rate).collect();
             let single = median_rate(single).context("the single stream ran no request")?;
             Ok(ModeResults {
                 name,
                 single,
-                fastest_single,
+                single_rounds,
                 batched,
                 agent,
             })
@@ -475,7 +475,7 @@ const SINGLE_ROUNDS: usize = 5;
 /// the weights per token.
 fn plain_single_rate(modes: &[ModeResults]) -> f64 {
     let plain = modes.iter().filter(|m| m.name == PLAIN);
-    plain.map(|m| m.fastest_single).fold(0f64, f64::max)
+    plain.flat_map(|m| m.single_rounds.iter().copied()).fold(0f64, f64::max)
 }
 
 /// The timeline of median decode rate among `rounds`.
@@ -536,7 +536,7 @@ mod tests {
             .collect();
         ModeResults {
             name,
-            fastest_single: rounds.iter().map(Timeline::decode_rate).fold(0f64, f64::max),
+            single_rounds: rounds.iter().map(Timeline::decode_rate).collect(),
             single: median_rate(rounds).unwrap(),
             batched: Vec::new(),
             agent: Vec::new(),

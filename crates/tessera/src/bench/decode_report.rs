@@ -62,6 +62,24 @@ fn agent_rate(mode: &ModeResults) -> f64 {
     tokens as f64 / seconds.max(1e-9)
 }
 
+/// One setting's single-stream rates over another's, round by round. A
+/// round runs both settings back to back, so its ratio cancels the drift
+/// of a shared VM between rounds, which a ratio of the two medians keeps.
+fn round_ratios(first: &[f64], second: &[f64]) -> Vec<f64> {
+    first.iter().zip(second).map(|(a, b)| a / b.max(1e-9)).collect()
+}
+
+/// The median of `values` (the mean of the middle two for an even count; 0 for none).
+fn median(values: &[f64]) -> f64 {
+    let mut sorted = values.to_vec();
+    sorted.sort_by(f64::total_cmp);
+    match sorted.len() {
+        0 => 0.0,
+        n if n % 2 == 1 => sorted[n / 2],
+        n => (sorted[n / 2 - 1] + sorted[n / 2]) / 2.0,
+    }
+}
+
 fn rate(tokens: usize, seconds: f64) -> f64 {
     if seconds > 0.0 {
         tokens as f64 / seconds
@@ -80,6 +98,17 @@ pub(super) fn print_tables(results: &Results) {
         .map(|m| format!("{:>14.2}", m.single.decode_rate()))
         .collect();
     println!("{}", singles.join(""));
+    if let [first, second] = modes.as_slice() {
+        let ratios = round_ratios(&first.single_rounds, &second.single_rounds);
+        let shown: Vec<String> = ratios.iter().map(|r| format!("{r:.3}")).collect();
+        println!(
+            "{} / {}, round by round: {} (median {:.3})",
+            first.name,
+            second.name,
+            shown.join(" "),
+            median(&ratios)
+        );
+    }
     println!(
         "\nbatched, free text ({} tokens per stream): aggregate tok/s while every stream decodes",
         results.tokens
@@ -195,6 +224,7 @@ pub(super) fn report_json(results: &Results) -> serde_json::Value {
             json!({
                 "setting": m.name,
                 "single": timeline_json(&m.single),
+                "single_rounds_tok_s": m.single_rounds,
                 "batched": m.batched.iter().map(|b| json!({
                     "streams": b.streams, "aggregate_tok_s": b.aggregate,
                     "per_stream_tok_s": b.timelines.iter().map(Timeline::decode_rate).collect::<Vec<_>>(),
@@ -206,8 +236,16 @@ pub(super) fn report_json(results: &Results) -> serde_json::Value {
             })
         })
         .collect();
+    let free_text_ratio = match results.modes.as_slice() {
+        [first, second] => {
+            let ratios = round_ratios(&first.single_rounds, &second.single_rounds);
+            json!({"rounds": ratios, "median": median(&ratios)})
+        }
+        _ => serde_json::Value::Null,
+    };
     json!({
         "tokens_per_stream": results.tokens,
+        "free_text_ratio": free_text_ratio,
         "settings": modes,
         "greedy_identical": identical(results),
         "cpu_kernels": tessera_model::simd::kernels_in_use(),
@@ -273,4 +311,23 @@ pub(super) fn plot_batched(path: &Path, results: &Results) -> Result<()> {
         .map_err(|e| draw(&e))?;
     root.present().map_err(|e| draw(&e))?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn free_text_is_compared_round_by_round() {
+        // The VM slowed down between rounds: each round's pair still compares like with like.
+        let ratios = round_ratios(&[10.0, 5.0, 9.9], &[10.0, 5.5, 9.0]);
+        let expected = [1.0, 5.0 / 5.5, 1.1];
+        assert!(
+            ratios.iter().zip(expected).all(|(r, e)| (r - e).abs() < 1e-12),
+            "{ratios:?}"
+        );
+        assert!((median(&ratios) - 1.0).abs() < 1e-12);
+        assert!((median(&[1.0, 0.9, 1.2, 1.1]) - 1.05).abs() < 1e-12);
+        assert_eq!(median(&[]), 0.0);
+    }
 }
