@@ -94,9 +94,59 @@ pub(crate) struct SuperFactors {
     pub(crate) min_pairs: [__m256i; SUB_BLOCKS / 2],
 }
 
+/// A `vpshufb` mask that gives each row's 32-bit lane two 16-bit values:
+/// byte `4·low + r` and byte `4·high + r` of its 128-bit half, zero-extended
+/// (`r`: the row's place in its half; see [`rows_by_half`]).
+const fn spread_mask(low: usize, high: usize) -> Mask {
+    let mut bytes = [0i8; 32];
+    let mut lane = 0;
+    while lane < 8 {
+        let (at, r) = (16 * (lane / 4) + 4 * (lane % 4), lane % 4);
+        bytes[at] = (4 * low + r) as i8;
+        bytes[at + 1] = -128;
+        bytes[at + 2] = (4 * high + r) as i8;
+        bytes[at + 3] = -128;
+        lane += 1;
+    }
+    Mask(bytes)
+}
+
+/// A 32-byte aligned `vpshufb` mask.
+#[repr(align(32))]
+struct Mask([i8; 32]);
+
+/// Sub-block `j % 4`'s scale in both halves of each row's lane.
+static SCALE_MASKS: [Mask; 4] = [
+    spread_mask(0, 0),
+    spread_mask(1, 1),
+    spread_mask(2, 2),
+    spread_mask(3, 3),
+];
+/// The mins of sub-blocks `2k` and `2k + 1` (`k % 2`) as the two halves of each row's lane.
+static MIN_PAIR_MASKS: [Mask; 2] = [spread_mask(0, 1), spread_mask(2, 3)];
+
+/// `mask` as a register.
+#[target_feature(enable = "avx2")]
+#[inline]
+fn load_mask(mask: &Mask) -> __m256i {
+    // SAFETY: `Mask` is 32 bytes aligned to 32.
+    unsafe { _mm256_load_si256(mask.0.as_ptr().cast()) }
+}
+
+/// The 32 bytes of a factor register (byte `8·(j % 4) + r`: row `r`'s value
+/// of sub-block `j`) with rows 0–3 in the low 128-bit half and rows 4–7 in
+/// the high one: byte `4·(j % 4) + r % 4` of half `r / 4`. Then one in-half
+/// `vpshufb` spreads a sub-block's values into the rows' lanes.
+#[target_feature(enable = "avx2")]
+#[inline]
+fn rows_by_half(bytes: __m256i) -> __m256i {
+    _mm256_permutevar8x32_epi32(bytes, _mm256_setr_epi32(0, 2, 4, 6, 1, 3, 5, 7))
+}
+
 /// [`SuperFactors`] of the group super-block at `data`, unpacked from the 96
 /// bytes of 6-bit scales and mins (the layout of `q4_k.rs`) without leaving
-/// registers.
+/// registers: the 6-bit values are put together byte by byte, then each
+/// sub-block's (or pair's) lanes are one `vpshufb` of them.
 ///
 /// # Safety
 /// The CPU has AVX2, FMA and F16C; `data` points at the first of the 128
@@ -112,15 +162,15 @@ pub(crate) unsafe fn super_block_factors(data: *const u8) -> SuperFactors {
         (
             _mm256_cvtph_ps(_mm_loadu_si128(data.cast())),
             _mm256_cvtph_ps(_mm_loadu_si128(data.add(DMIN_AT).cast())),
-            _mm256_loadu_si256(data.add(SCALES_AT).cast()),
-            _mm256_loadu_si256(data.add(MINS_AT).cast()),
-            _mm256_loadu_si256(data.add(HIGH_BITS_AT).cast()),
+            rows_by_half(_mm256_loadu_si256(data.add(SCALES_AT).cast())),
+            rows_by_half(_mm256_loadu_si256(data.add(MINS_AT).cast())),
+            rows_by_half(_mm256_loadu_si256(data.add(HIGH_BITS_AT).cast())),
         )
     };
     // Bits 0–1 of each byte of `shifted`, moved to bits 4–5 (a 16-bit shift
     // by 4 keeps bits 0–1 inside their byte).
     let high_bits = |shifted: __m256i| _mm256_slli_epi16(_mm256_and_si256(shifted, two), 4);
-    // Byte k of the first register is value k (sub-blocks 0..4), of the second value k + 32.
+    // The first register holds sub-blocks 0..4, the second 4..8.
     let scale_values = [
         _mm256_or_si256(_mm256_and_si256(scales, nibble), high_bits(high)),
         _mm256_or_si256(
@@ -141,17 +191,11 @@ pub(crate) unsafe fn super_block_factors(data: *const u8) -> SuperFactors {
         scales: [_mm256_setzero_si256(); SUB_BLOCKS],
         min_pairs: [_mm256_setzero_si256(); SUB_BLOCKS / 2],
     };
-    for j in 0..SUB_BLOCKS {
-        let s = eight_ints(scale_values[j / 4], j % 4);
-        factors.scales[j] = _mm256_or_si256(s, _mm256_slli_epi32(s, 16));
+    for (j, scale) in factors.scales.iter_mut().enumerate() {
+        *scale = _mm256_shuffle_epi8(scale_values[j / 4], load_mask(&SCALE_MASKS[j % 4]));
     }
-    for k in 0..SUB_BLOCKS / 2 {
-        let (even, odd) = (2 * k, 2 * k + 1);
-        let (low, high) = (
-            eight_ints(min_values[even / 4], even % 4),
-            eight_ints(min_values[odd / 4], odd % 4),
-        );
-        factors.min_pairs[k] = _mm256_or_si256(low, _mm256_slli_epi32(high, 16));
+    for (k, pair) in factors.min_pairs.iter_mut().enumerate() {
+        *pair = _mm256_shuffle_epi8(min_values[k / 2], load_mask(&MIN_PAIR_MASKS[k % 2]));
     }
     factors
 }
@@ -193,21 +237,6 @@ pub(crate) unsafe fn mins_times_sums(factors: &SuperFactors, sums32: *const i16,
         b = _mm256_add_epi32(b, _mm256_madd_epi16(*pair, sums));
     }
     b
-}
-
-/// Bytes `8q..8q + 8` of `values` (unsigned) as eight i32 lanes.
-#[target_feature(enable = "avx2")]
-#[inline]
-fn eight_ints(values: __m256i, q: usize) -> __m256i {
-    let half = match q / 2 {
-        0 => _mm256_castsi256_si128(values),
-        _ => _mm256_extracti128_si256(values, 1),
-    };
-    let bytes = match q % 2 {
-        0 => half,
-        _ => _mm_srli_si128(half, 8),
-    };
-    _mm256_cvtepu8_epi32(bytes)
 }
 
 /// `acc + (A·(d·D) − B·(dmin·D))` lane by lane, unfused, in that order: the
