@@ -1,6 +1,7 @@
 //! `bench decode`'s output: the tables, the JSON report and the SVG plot.
 
 use super::decode::{ModeResults, Results, Timeline};
+use super::report::median;
 use anyhow::Result;
 use serde_json::json;
 use std::path::Path;
@@ -69,15 +70,13 @@ fn round_ratios(first: &[f64], second: &[f64]) -> Vec<f64> {
     first.iter().zip(second).map(|(a, b)| a / b.max(1e-9)).collect()
 }
 
-/// The median of `values` (the mean of the middle two for an even count; 0 for none).
-fn median(values: &[f64]) -> f64 {
-    let mut sorted = values.to_vec();
-    sorted.sort_by(f64::total_cmp);
-    match sorted.len() {
-        0 => 0.0,
-        n if n % 2 == 1 => sorted[n / 2],
-        n => (sorted[n / 2 - 1] + sorted[n / 2]) / 2.0,
-    }
+/// With two settings, the free-text stream's [`round_ratios`] of the first
+/// over the second and their median.
+fn free_text_ratios(modes: &[ModeResults]) -> Option<(Vec<f64>, f64)> {
+    let [first, second] = modes else { return None };
+    let ratios = round_ratios(&first.single_rounds, &second.single_rounds);
+    let middle = median(ratios.clone());
+    Some((ratios, middle))
 }
 
 fn rate(tokens: usize, seconds: f64) -> f64 {
@@ -98,15 +97,13 @@ pub(super) fn print_tables(results: &Results) {
         .map(|m| format!("{:>14.2}", m.single.decode_rate()))
         .collect();
     println!("{}", singles.join(""));
-    if let [first, second] = modes.as_slice() {
-        let ratios = round_ratios(&first.single_rounds, &second.single_rounds);
+    if let Some((ratios, middle)) = free_text_ratios(modes) {
         let shown: Vec<String> = ratios.iter().map(|r| format!("{r:.3}")).collect();
         println!(
-            "{} / {}, round by round: {} (median {:.3})",
-            first.name,
-            second.name,
-            shown.join(" "),
-            median(&ratios)
+            "{} / {}, round by round: {} (median {middle:.3})",
+            modes[0].name,
+            modes[1].name,
+            shown.join(" ")
         );
     }
     println!(
@@ -236,13 +233,8 @@ pub(super) fn report_json(results: &Results) -> serde_json::Value {
             })
         })
         .collect();
-    let free_text_ratio = match results.modes.as_slice() {
-        [first, second] => {
-            let ratios = round_ratios(&first.single_rounds, &second.single_rounds);
-            json!({"rounds": ratios, "median": median(&ratios)})
-        }
-        _ => serde_json::Value::Null,
-    };
+    let free_text_ratio =
+        free_text_ratios(&results.modes).map(|(rounds, middle)| json!({"rounds": rounds, "median": middle}));
     json!({
         "tokens_per_stream": results.tokens,
         "free_text_ratio": free_text_ratio,
@@ -326,8 +318,8 @@ mod tests {
             ratios.iter().zip(expected).all(|(r, e)| (r - e).abs() < 1e-12),
             "{ratios:?}"
         );
-        assert!((median(&ratios) - 1.0).abs() < 1e-12);
-        assert!((median(&[1.0, 0.9, 1.2, 1.1]) - 1.05).abs() < 1e-12);
-        assert_eq!(median(&[]), 0.0);
+        assert!((median(ratios) - 1.0).abs() < 1e-12);
+        assert!((median(vec![1.0, 0.9, 1.2, 1.1]) - 1.05).abs() < 1e-12);
+        assert_eq!(median(Vec::new()), 0.0);
     }
 }
