@@ -6,7 +6,10 @@
 //! to one thread as the runtime does).
 //! `q4k_memory` and `q6k_memory` stream a Q4_K and a Q6_K matrix larger than
 //! the L3 past 1 to 4 and 8 rows (the weights come from memory, as in the
-//! model's forward).
+//! model's forward). `q4k_qwen` and `q6k_qwen` run Qwen2.5-Coder-1.5B's
+//! own matrix shapes at 1 and 8 rows (Tessera alone: what a decode step and
+//! an 8-row step of that model multiply, set against the CPU's multiply
+//! floor in BENCHMARKS.md).
 //! Run: `cargo bench --bench kernels`.
 
 use candle_core::quantized::{GgmlDType, QMatMul, QTensor};
@@ -19,6 +22,14 @@ const SHAPES: &[(&str, usize, usize)] = &[("qkv", 960, 576), ("gate_up", 3072, 5
 
 /// K-quant shapes (rows a multiple of 256 wide; SmolLM2's 576 is not).
 const K_SHAPES: &[(&str, usize, usize)] = &[("k_up", 3072, 768), ("k_down", 768, 3072)];
+
+/// Qwen2.5-Coder-1.5B's matrices (hidden 1536, 256-wide k and v, FFN 8960).
+const QWEN_SHAPES: &[(&str, usize, usize)] = &[
+    ("q_o", 1536, 1536),
+    ("k_v", 256, 1536),
+    ("gate_up", 8960, 1536),
+    ("down", 1536, 8960),
+];
 
 fn data(len: usize) -> Vec<f32> {
     (0..len).map(|i| ((i * 7919 % 1000) as f32 / 500.0) - 1.0).collect()
@@ -108,6 +119,35 @@ fn bench_from_memory(c: &mut Criterion, dtype: GgmlDType, name: &str) {
     group.finish();
 }
 
+/// Tessera's product of `dtype` at Qwen2.5-Coder-1.5B's shapes, for one and
+/// eight activation rows (their quantization included, as in the forward).
+fn bench_model_shapes(c: &mut Criterion, dtype: GgmlDType, name: &str) {
+    let mut group = c.benchmark_group(name);
+    group.sample_size(10);
+    for &(shape, rows, cols) in QWEN_SHAPES {
+        let quantized = QTensor::quantize(
+            &Tensor::from_vec(data(rows * cols), (rows, cols), &Device::Cpu).unwrap(),
+            dtype,
+        )
+        .unwrap();
+        let weights = ours(dtype, &quantized.data().unwrap(), rows, cols);
+        for n in [1usize, 8] {
+            let x = data(n * cols);
+            let mut out = vec![0f32; n * rows];
+            group.throughput(Throughput::Elements((rows * cols * n) as u64));
+            group.bench_function(BenchmarkId::new("tessera", format!("{shape}/n={n}")), |b| {
+                b.iter(|| {
+                    let activations = Q8Activations::quantize(&x, n, cols).unwrap();
+                    weights
+                        .matmul(Path::detect(), 0..rows, &activations, &mut out, rows)
+                        .unwrap()
+                })
+            });
+        }
+    }
+    group.finish();
+}
+
 fn bench(c: &mut Criterion) {
     bench_format(c, GgmlDType::Q8_0, SHAPES, true);
     // candle's Q4_1 product is scalar; its Q4_0 one is AVX2.
@@ -117,6 +157,8 @@ fn bench(c: &mut Criterion) {
     bench_format(c, GgmlDType::Q6K, K_SHAPES, true);
     bench_from_memory(c, GgmlDType::Q4K, "q4k_memory");
     bench_from_memory(c, GgmlDType::Q6K, "q6k_memory");
+    bench_model_shapes(c, GgmlDType::Q4K, "q4k_qwen");
+    bench_model_shapes(c, GgmlDType::Q6K, "q6k_qwen");
 }
 
 criterion_group!(benches, bench);
