@@ -14,7 +14,8 @@
 
 use candle_core::quantized::{GgmlDType, QMatMul, QTensor};
 use candle_core::{Device, Module, Tensor};
-use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
+use criterion::measurement::WallTime;
+use criterion::{criterion_group, criterion_main, BenchmarkGroup, BenchmarkId, Criterion, Throughput};
 use tessera_kernels::{Format, Path, Q8Activations, Weights};
 
 /// (name, rows, cols) of the model's matrices (q/k/v and gate/up fused as the runtime fuses them).
@@ -33,6 +34,27 @@ const QWEN_SHAPES: &[(&str, usize, usize)] = &[
 
 fn data(len: usize) -> Vec<f32> {
     (0..len).map(|i| ((i * 7919 % 1000) as f32 / 500.0) - 1.0).collect()
+}
+
+/// A `[rows, cols]` matrix of the bench's values quantized by candle to `dtype`.
+fn quantized(dtype: GgmlDType, rows: usize, cols: usize) -> QTensor {
+    let values = Tensor::from_vec(data(rows * cols), (rows, cols), &Device::Cpu).unwrap();
+    QTensor::quantize(&values, dtype).unwrap()
+}
+
+/// Tessera's product of `weights` (`rows`, `cols`) against `n` activation
+/// rows `x`, their quantization included as in the forward, as `id`.
+fn bench_tessera(group: &mut BenchmarkGroup<'_, WallTime>, weights: &Weights, x: &[f32], n: usize, id: &str) {
+    let (rows, cols) = (weights.rows(), x.len() / n);
+    group.bench_function(BenchmarkId::new("tessera", id), |b| {
+        let mut out = vec![0f32; n * rows];
+        b.iter(|| {
+            let activations = Q8Activations::quantize(x, n, cols).unwrap();
+            weights
+                .matmul(Path::detect(), 0..rows, &activations, &mut out, rows)
+                .unwrap()
+        })
+    });
 }
 
 /// Tessera's weights for GGML bytes of `dtype`.
@@ -56,8 +78,7 @@ fn bench_format(c: &mut Criterion, dtype: GgmlDType, shapes: &[(&str, usize, usi
     let mut group = c.benchmark_group(format!("{dtype:?}").to_lowercase());
     group.sample_size(10);
     for &(name, rows, cols) in shapes {
-        let weights = Tensor::from_vec(data(rows * cols), (rows, cols), &Device::Cpu).unwrap();
-        let quantized = QTensor::quantize(&weights, dtype).unwrap();
+        let quantized = quantized(dtype, rows, cols);
         let weights = ours(dtype, &quantized.data().unwrap(), rows, cols);
         let candle = QMatMul::from_qtensor(quantized).unwrap();
         for n in [1usize, 2, 4, 8, 512] {
@@ -68,15 +89,7 @@ fn bench_format(c: &mut Criterion, dtype: GgmlDType, shapes: &[(&str, usize, usi
                 _ => Throughput::Elements((2 * rows * cols * n) as u64),
             });
             let id = format!("{name}/n={n}");
-            group.bench_function(BenchmarkId::new("tessera", &id), |b| {
-                let mut out = vec![0f32; n * rows];
-                b.iter(|| {
-                    let activations = Q8Activations::quantize(&x, n, cols).unwrap();
-                    weights
-                        .matmul(Path::detect(), 0..rows, &activations, &mut out, rows)
-                        .unwrap()
-                })
-            });
+            bench_tessera(&mut group, &weights, &x, n, &id);
             // Candle at the row counts of decode, a full draft and prefill.
             if matches!(n, 1 | 8) || candle_prefill {
                 group.bench_function(BenchmarkId::new("candle", &id), |b| {
@@ -97,11 +110,7 @@ fn bench_from_memory(c: &mut Criterion, dtype: GgmlDType, name: &str) {
     let (rows, cols) = (16384, 4096);
     let mut group = c.benchmark_group(name);
     group.sample_size(10);
-    let quantized = QTensor::quantize(
-        &Tensor::from_vec(data(rows * cols), (rows, cols), &Device::Cpu).unwrap(),
-        dtype,
-    )
-    .unwrap();
+    let quantized = quantized(dtype, rows, cols);
     let weights = ours(dtype, &quantized.data().unwrap(), rows, cols);
     drop(quantized);
     for n in [1usize, 2, 3, 4, 8] {
@@ -125,24 +134,10 @@ fn bench_model_shapes(c: &mut Criterion, dtype: GgmlDType, name: &str) {
     let mut group = c.benchmark_group(name);
     group.sample_size(10);
     for &(shape, rows, cols) in QWEN_SHAPES {
-        let quantized = QTensor::quantize(
-            &Tensor::from_vec(data(rows * cols), (rows, cols), &Device::Cpu).unwrap(),
-            dtype,
-        )
-        .unwrap();
-        let weights = ours(dtype, &quantized.data().unwrap(), rows, cols);
+        let weights = ours(dtype, &quantized(dtype, rows, cols).data().unwrap(), rows, cols);
         for n in [1usize, 8] {
-            let x = data(n * cols);
-            let mut out = vec![0f32; n * rows];
             group.throughput(Throughput::Elements((rows * cols * n) as u64));
-            group.bench_function(BenchmarkId::new("tessera", format!("{shape}/n={n}")), |b| {
-                b.iter(|| {
-                    let activations = Q8Activations::quantize(&x, n, cols).unwrap();
-                    weights
-                        .matmul(Path::detect(), 0..rows, &activations, &mut out, rows)
-                        .unwrap()
-                })
-            });
+            bench_tessera(&mut group, &weights, &data(n * cols), n, &format!("{shape}/n={n}"));
         }
     }
     group.finish();
